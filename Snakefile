@@ -1,0 +1,28 @@
+# mnist-device-bench: why does my model train slower on the GPU than on the CPU?
+# Thin entry point; the rules live in workflow/rules, the logic in the mnistbench package.
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/summary/runs.csv",
+        "results/summary/summary.csv",
+        "results/figures/throughput.png",

@@ -1,0 +1,346 @@
+#!/usr/bin/env bash
+# tests/slurm/harness.sh - a throw-away single-node Slurm cluster for the tests.
+#
+# Debian 12 (bookworm) packages, run as root, no systemd, no cgroups. The node is
+# this host; partitions 'cpu' (default) and 'gpu'; the gpu partition carries a
+# fake GPU GRES (gpu:fake:1) so that GPU requests are scheduled and recorded on a
+# machine without a GPU. Accounting runs through slurmdbd + a private MariaDB so
+# that `sacct` (the executor plugin's default status command, and the test's
+# record of partition and TRES per job) works.
+#
+# Usage:
+#   harness.sh start  STATEDIR   install packages if missing, write configs under
+#                                STATEDIR, start munged, mariadbd, slurmdbd,
+#                                slurmctld, slurmd, wait until the node is idle.
+#                                Idempotent: daemons already running from
+#                                STATEDIR are kept.
+#   harness.sh stop   STATEDIR   cancel jobs, stop the daemons started from
+#                                STATEDIR by the PIDs in their PID files (never
+#                                by process name), remove the /etc/slurm links.
+#   harness.sh status STATEDIR   show PIDs and sinfo.
+#
+# Exit codes of start: 0 up; 77 Slurm cannot be installed here (the last stderr
+# line is "harness: SKIP: <reason>", for a test to skip with); 1 anything else
+# (a real failure; the log files are under STATEDIR/log).
+#
+# Callers: /etc/slurm/{slurm,gres,slurmdbd}.conf become symlinks into
+# STATEDIR/etc, so sbatch/sacct/srun find the config without any variable. That
+# is needed because the job-step side of the executor plugin deletes every
+# SLURM_* variable (SLURM_CONF included) before it calls `srun` inside a job.
+# STATEDIR/env holds `export SLURM_CONF=...` for callers who want it anyway.
+#
+# Knobs (environment): HARNESS_DB_PORT (default 13306: the private MariaDB
+# listens on 127.0.0.1 only, on a port that a system MariaDB does not use).
+# Slurm's own ports are the standard 6817-6819, so one harness per machine.
+set -euo pipefail
+
+log() { echo "harness: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+skip() { log "SKIP: $*"; exit 77; }
+
+ACTION=${1:-}
+DIR=${2:-}
+case "$ACTION" in start|stop|status) ;; *) echo "usage: $0 start|stop|status STATEDIR" >&2; exit 2;; esac
+[ -n "$DIR" ] || { echo "usage: $0 $ACTION STATEDIR" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || skip "must run as root (installs packages, starts daemons as root)"
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+
+ETC=$DIR/etc RUN=$DIR/run LOG=$DIR/log
+DB_PORT=${HARNESS_DB_PORT:-13306}
+DB_PASS=harness
+CLUSTER=harness
+ACCOUNT=local          # root's default account in the accounting database
+GPU_TYPE=fake          # GRES type, so that gpu_model=fake (--gpus=fake:1) also works
+MUNGE_SOCKET=/run/munge/munge.socket.2   # munge's compiled-in default; clients use it
+# Why these packages: slurm-client has sbatch/sacct/squeue; slurmdbd pulls the
+# mysql accounting plugin. mariadb-server-core + -client-core give mariadbd,
+# mariadb-install-db and the mariadb client without the full mariadb-server
+# (which drags in perl, galera, rsync... and a service that wants to start).
+PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server-core mariadb-client-core)
+
+# ---- PID helpers: only ever signal PIDs read from our own PID files ---------------
+# munged runs as user 'munge', so its PID file lives in a munge-owned subfolder.
+pidfile() { if [ "$1" = munged ]; then echo "$RUN/munge/munged.pid"; else echo "$RUN/$1.pid"; fi; }
+pid_of() {  # NAME -> prints the PID if its PID file exists, it is alive and its comm is NAME
+  local f pid
+  f=$(pidfile "$1")
+  [ -s "$f" ] || return 1
+  pid=$(tr -dc '0-9' < "$f")
+  [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] || return 1
+  [ "$(cat "/proc/$pid/comm")" = "$1" ] || return 1   # guards against PID reuse
+  echo "$pid"
+}
+# Stop a group of our daemons together: SIGTERM all, wait up to 10 s, then SIGKILL.
+stop_group() {
+  local name pid pids=() i alive
+  for name in "$@"; do
+    if pid=$(pid_of "$name"); then log "stopping $name (pid $pid)"; kill "$pid" 2>/dev/null || true; pids+=("$pid"); fi
+  done
+  for i in $(seq 1 100); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then log "pid $pid did not exit, SIGKILL"; kill -9 "$pid" 2>/dev/null || true; fi
+  done
+  for name in "$@"; do rm -f "$(pidfile "$name")"; done
+}
+
+# /etc/slurm/X -> $ETC/X. A real file there is somebody else's cluster: refuse.
+link_conf() {
+  local dst=/etc/slurm/$1
+  if [ -e "$dst" ] && [ ! -L "$dst" ]; then
+    die "$dst exists and is not a symlink (a real Slurm config?); refusing to replace it"
+  fi
+  ln -sfn "$ETC/$1" "$dst"
+}
+unlink_conf() {  # only remove links that point into this STATEDIR
+  local dst=/etc/slurm/$1
+  if [ -L "$dst" ] && [ "$(readlink "$dst")" = "$ETC/$1" ]; then rm -f "$dst"; fi
+}
+
+show_status() {
+  local n p
+  for n in munged mariadbd slurmdbd slurmctld slurmd; do
+    if p=$(pid_of "$n"); then echo "$n pid=$p"; else echo "$n not running"; fi
+  done
+  sinfo -o '%P %a %D %T %c %m %G' 2>/dev/null || true
+}
+
+# ======================================================================== stop ===
+if [ "$ACTION" = stop ]; then
+  if pid_of slurmctld >/dev/null; then
+    jobs=$(squeue -h -o %i 2>/dev/null || true)
+    if [ -n "$jobs" ]; then
+      log "cancelling jobs: $(echo $jobs)"
+      # shellcheck disable=SC2086
+      scancel $jobs 2>/dev/null || true
+    fi
+    # Wait until no job is left (COMPLETING included), so that their slurmstepd
+    # processes have exited before slurmd goes: nothing of ours stays behind.
+    for _ in $(seq 1 60); do
+      [ -z "$(squeue -h -t all -o '%i %T' 2>/dev/null | grep -vE ' (COMPLETED|CANCELLED|FAILED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL|BOOT_FAIL|DEADLINE|PREEMPTED)$' || true)" ] && break
+      sleep 0.5
+    done
+  fi
+  # In dependency order (slurmctld reports to slurmdbd while it shuts down,
+  # slurmdbd writes to MariaDB, all of them authenticate through munge); each
+  # group in parallel, which halves the time of stopping one by one.
+  stop_group slurmd slurmctld
+  stop_group slurmdbd
+  stop_group mariadbd munged
+  for f in slurm.conf gres.conf slurmdbd.conf; do unlink_conf "$f"; done
+  log "stopped (state kept in $DIR)"
+  exit 0
+fi
+if [ "$ACTION" = status ]; then show_status; exit 0; fi
+
+# ======================================================================= start ===
+T0=$(date +%s.%N)
+mkdir -p "$ETC" "$RUN" "$LOG" "$DIR/state" "$DIR/spool" "$DIR/fakegpu"
+chmod 755 "$DIR" "$RUN"
+
+# ---- 1. packages (skipped when all binaries are there: the fast path) -----------
+have_all() {
+  local b
+  for b in slurmctld slurmd slurmdbd sinfo sbatch sacct sacctmgr scontrol munged munge unmunge mariadbd mariadb-install-db mariadb; do
+    command -v "$b" >/dev/null 2>&1 || return 1
+  done
+  ls /usr/lib/*/slurm-wlm/accounting_storage_mysql.so >/dev/null 2>&1
+}
+if ! have_all; then
+  command -v apt-get >/dev/null || skip "no apt-get: Slurm packages cannot be installed on this machine"
+  log "installing ${PACKAGES[*]} (log: $LOG/apt.log)"
+  export DEBIAN_FRONTEND=noninteractive
+  # Package scripts must not start the daemons (we start our own, with our
+  # configs): policy-rc.d answering 101 forbids it. Only add one if none exists.
+  added_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; added_policy=1
+  fi
+  apt_install() { apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "${PACKAGES[@]}" >>"$LOG/apt.log" 2>&1; }
+  # Try without `apt-get update` first (fast when the lists are current), then with it.
+  ok=0
+  apt_install && ok=1 || { apt-get -o DPkg::Lock::Timeout=300 update >>"$LOG/apt.log" 2>&1 && apt_install && ok=1; } || true
+  [ "$added_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+  if [ "$ok" != 1 ]; then
+    skip "apt-get could not install ${PACKAGES[*]} (no package registry?): $(grep -E '^(E|Err):' "$LOG/apt.log" | tail -1)"
+  fi
+  have_all || skip "Slurm packages installed but binaries missing (not Debian 12?)"
+fi
+T1=$(date +%s.%N)
+
+# ---- 2. configs --------------------------------------------------------------------
+NODE=$(hostname -s)
+# `slurmd -C` prints this host's real layout, e.g.
+# "NodeName=vm CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105"
+HW=$(slurmd -C | sed -n -E '1s/^NodeName=[^ ]+ //p')
+[ -n "$HW" ] || die "slurmd -C printed no node layout"
+
+# Fake GPU: a character device that is a clone of /dev/null (major 1, minor 3).
+# slurmd only needs the GRES File= to exist; jobs that get it see
+# CUDA_VISIBLE_DEVICES=0 but no CUDA, which is what the tests expect.
+[ -c "$DIR/fakegpu/nvidia0" ] || mknod "$DIR/fakegpu/nvidia0" c 1 3 \
+  || die "mknod failed (STATEDIR on a nodev mount?); cannot create the fake GPU device"
+
+# Why these settings:
+#  - SlurmUser/SlurmdUser root: no 'slurm' user setup needed, all files are ours.
+#  - ProctrackType linuxproc + TaskPlugin none + JobAcctGather none: nothing uses
+#    cgroups, which containers and CI runners often lack (so no cgroup.conf).
+#  - select/cons_tres CR_Core: cores and GRES are consumable, so --cpus-per-task
+#    and --gpus are real allocations (two jobs never get the same core or GPU).
+#  - AccountingStorageTRES=gres/gpu,gres/gpu:fake: sacct's ReqTRES/AllocTRES then
+#    show the GPU request of each job.
+#  - AccountingStoreFlags=job_comment: the plugin puts "rule_<rule>_wildcards_..."
+#    in --comment; storing it lets the tests map each Slurm job to its rule.
+#  - MinJobAge 300: finished jobs stay visible to squeue/scontrol for 5 min too.
+#  - ReturnToService 2: a node found DOWN after a restart comes back by itself.
+cat > "$ETC/slurm.conf" <<EOF
+# generated by tests/slurm/harness.sh - do not edit (rewritten on each start)
+ClusterName=$CLUSTER
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=6819
+AccountingStorageTRES=gres/gpu,gres/gpu:$GPU_TYPE
+AccountingStoreFlags=job_comment
+JobCompType=jobcomp/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MinJobAge=300
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd.pid
+SlurmctldLogFile=$LOG/slurmctld.log
+SlurmdLogFile=$LOG/slurmd.log
+SlurmctldPort=6817
+SlurmdPort=6818
+GresTypes=gpu
+NodeName=$NODE NodeAddr=127.0.0.1 $HW Gres=gpu:$GPU_TYPE:1 State=UNKNOWN
+PartitionName=cpu Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=$NODE Default=NO MaxTime=INFINITE State=UP
+EOF
+cat > "$ETC/gres.conf" <<EOF
+NodeName=$NODE Name=gpu Type=$GPU_TYPE File=$DIR/fakegpu/nvidia0
+EOF
+# slurmdbd refuses a config readable by others (it holds the DB password).
+( umask 077; cat > "$ETC/slurmdbd.conf" <<EOF
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=6819
+SlurmUser=root
+LogFile=$LOG/slurmdbd.log
+PidFile=$RUN/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm
+StoragePass=$DB_PASS
+StorageLoc=slurm_acct_db
+EOF
+)
+chmod 600 "$ETC/slurmdbd.conf"
+echo "export SLURM_CONF=$ETC/slurm.conf" > "$DIR/env"
+mkdir -p /etc/slurm
+link_conf slurm.conf
+link_conf gres.conf
+link_conf slurmdbd.conf
+
+# ---- 3. munge (authentication between all Slurm parts) -----------------------------
+if [ ! -s /etc/munge/munge.key ]; then
+  mkdir -p /etc/munge
+  mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null \
+    || dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+fi
+chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
+mkdir -p /run/munge; chown munge:munge /run/munge; chmod 755 /run/munge
+munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+if pid_of munged >/dev/null; then :
+elif munge_ok; then
+  # Somebody else's munged (e.g. a system service) serves the default socket:
+  # use it, and since it is not ours, `stop` leaves it alone.
+  log "reusing a munged not started by this harness on $MUNGE_SOCKET"
+else
+  rm -f "$MUNGE_SOCKET" "$MUNGE_SOCKET.lock"
+  mkdir -p "$LOG/munge"; chown munge:munge "$LOG/munge"; chmod 700 "$LOG/munge"
+  mkdir -p "$RUN/munge"; chown munge:munge "$RUN/munge"; chmod 755 "$RUN/munge"
+  runuser -u munge -- /usr/sbin/munged --pid-file="$RUN/munge/munged.pid" --log-file="$LOG/munge/munged.log" \
+    || die "munged failed to start (see $LOG/munge/munged.log)"
+  for _ in $(seq 1 40); do munge_ok && break; sleep 0.25; done
+fi
+munge_ok || die "munge does not work (see $LOG/munge/munged.log)"
+
+# ---- 4. MariaDB + slurmdbd (job accounting: sacct) ---------------------------------
+MYSOCK=$RUN/mysqld.sock
+db() { mariadb --no-defaults --socket="$MYSOCK" -u root "$@"; }
+if ! pid_of mariadbd >/dev/null; then
+  if [ ! -d "$DIR/mysql/mysql" ]; then
+    mariadb-install-db --no-defaults --datadir="$DIR/mysql" --user=root \
+      --auth-root-authentication-method=socket --skip-test-db >"$LOG/mariadb-install.log" 2>&1 \
+      || die "mariadb-install-db failed, see $LOG/mariadb-install.log"
+  fi
+  # --user=root: mariadbd refuses to run as root unless told so explicitly.
+  nohup /usr/sbin/mariadbd --no-defaults --datadir="$DIR/mysql" --user=root --socket="$MYSOCK" \
+    --port="$DB_PORT" --bind-address=127.0.0.1 --skip-name-resolve --pid-file="$RUN/mariadbd.pid" \
+    --log-error="$LOG/mariadb.err" --innodb-buffer-pool-size=64M --innodb-lock-wait-timeout=900 \
+    </dev/null >/dev/null 2>&1 &
+  for _ in $(seq 1 120); do db -e 'select 1' >/dev/null 2>&1 && break; sleep 0.25; done
+  db -e 'select 1' >/dev/null 2>&1 || die "mariadbd did not start, see $LOG/mariadb.err"
+fi
+db <<EOF
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+FLUSH PRIVILEGES;
+EOF
+pid_of slurmdbd >/dev/null || slurmdbd || die "slurmdbd failed, see $LOG/slurmdbd.log"
+for _ in $(seq 1 120); do sacctmgr -n list cluster format=cluster >/dev/null 2>&1 && break; sleep 0.25; done
+sacctmgr -n list cluster format=cluster >/dev/null 2>&1 || die "slurmdbd not answering, see $LOG/slurmdbd.log"
+# Register cluster, account and root's association (once; the DB persists in STATEDIR).
+sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
+sacctmgr -n -P list account format=account | grep -qx "$ACCOUNT" \
+  || sacctmgr -i add account "$ACCOUNT" Description=harness Organization=harness >/dev/null
+sacctmgr -n -P list assoc user=root account="$ACCOUNT" format=account | grep -qx "$ACCOUNT" \
+  || sacctmgr -i add user root Account="$ACCOUNT" DefaultAccount="$ACCOUNT" >/dev/null
+
+# ---- 5. slurmctld + slurmd -----------------------------------------------------------
+pid_of slurmctld >/dev/null || slurmctld || die "slurmctld failed, see $LOG/slurmctld.log"
+for _ in $(seq 1 80); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.25; done
+pid_of slurmd >/dev/null || slurmd || die "slurmd failed, see $LOG/slurmd.log"
+
+state=""
+for i in $(seq 1 240); do
+  state=$(sinfo -h -n "$NODE" -o %T 2>/dev/null | head -1 || true)
+  case "$state" in
+    idle|mixed|allocated) break ;;
+    *drain*|inval*|down*)
+      if [ "$i" -eq 20 ]; then   # ReturnToService=2 should do it; nudge once if not
+        log "node state '$state': $(scontrol show node "$NODE" | grep -o 'Reason=.*' || true); resuming"
+        scontrol update nodename="$NODE" state=resume 2>/dev/null || true
+      fi ;;
+  esac
+  sleep 0.25
+done
+case "$state" in idle|mixed|allocated) ;; *) die "node not idle (state '$state'), see $LOG/";; esac
+T2=$(date +%s.%N)
+
+log "up: install $(awk "BEGIN{printf \"%.1f\", $T1-$T0}")s, start $(awk "BEGIN{printf \"%.1f\", $T2-$T1}")s;" \
+    "config $ETC/slurm.conf (linked from /etc/slurm)"
+show_status >&2

@@ -1,0 +1,64 @@
+# Helpers and input functions shared by the rules: the grid, device checks, resources.
+import os
+import sys
+from pathlib import Path
+
+# The logic lives in the mnistbench package beside the scripts (Snakemake puts workflow/scripts on
+# the path of every script job; the Snakefile needs it too).
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
+
+from mnistbench import BenchError, devices as devs, modes as mds
+
+
+def resolve_devices():
+    """Devices of the grid. Checked here only when jobs run on this machine; on a cluster the
+    submitting host may lack the GPU, so each job checks its own device and fails the same way.
+    """
+    if config["devices"] == "auto":
+        found, notices = devs.resolve("auto")
+        for line in notices:
+            print(line, file=sys.stderr)
+        return found
+    if workflow.local_exec and workflow.is_main_process:
+        try:
+            devs.resolve(config["devices"])
+        except BenchError as e:
+            raise WorkflowError(str(e))
+    return list(dict.fromkeys(config["devices"]))
+
+
+DEVICES = resolve_devices()
+MODES = config["modes"]
+BATCH_SIZES = config["batch_sizes"]
+REPEATS = list(range(config["repeats"]))
+# Device x mode pairs that cannot exist are left out of the DAG (and listed in the summary).
+PAIRS = [(d, m) for d in DEVICES for m in MODES if mds.exists(m, d)]
+LEFT_OUT = [
+    (d, m, mds.why_left_out(m, d))
+    for d in DEVICES
+    for m in MODES
+    if not mds.exists(m, d)
+]
+
+
+def run_files(ext):
+    return [
+        f"results/runs/{devs.slug(d)}/{m}/bs{b}/r{r}.{ext}"
+        for d, m in PAIRS
+        for b in BATCH_SIZES
+        for r in REPEATS
+    ]
+
+
+def train_threads():
+    """Cores a train job takes: cpu_threads, or every core of the machine (so a timed job
+    never shares the cpu with another job when running locally; Snakemake caps it at --cores).
+    """
+    return config["cpu_threads"] or os.cpu_count()
+
+
+def train_gpus(wildcards):
+    """GPUs a train job requests (a cluster executor turns this into a GPU request): cuda only."""
+    if devs.unslug(wildcards.device).startswith("cuda"):
+        return 1
+    return 0

@@ -1,0 +1,44 @@
+rule download_mnist:
+    output:
+        expand(
+            "results/data/MNIST/raw/{name}",
+            name=[
+                "train-images-idx3-ubyte",
+                "train-labels-idx1-ubyte",
+                "t10k-images-idx3-ubyte",
+                "t10k-labels-idx1-ubyte",
+            ],
+        ),
+    log:
+        "logs/download_mnist.log",
+    conda:
+        "../../environment.yml"
+    params:
+        root=lambda wildcards, output: Path(output[0]).parents[2],
+        mirrors=config["mnist"]["mirrors"],
+        md5=config["mnist"]["md5"],
+    script:
+        "../scripts/download_mnist.py"
+
+
+rule preload:
+    input:
+        rules.download_mnist.output,
+    output:
+        tensors="results/preload/mnist.pt",
+        transfer=report(
+            "results/preload/transfer.csv",
+            caption="../report/transfer.rst",
+            category="Data transfer",
+        ),
+    log:
+        "logs/preload.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        gpu=1 if any(d.startswith("cuda") for d in DEVICES) else 0,
+    params:
+        root=lambda wildcards, input: Path(input[0]).parents[2],
+        devices=DEVICES,
+    script:
+        "../scripts/preload.py"

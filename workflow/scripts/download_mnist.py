@@ -1,0 +1,6 @@
+from mnistbench import data
+from mnistbench.jobs import job
+
+with job(snakemake) as log:
+    p = snakemake.params
+    data.download(p.root, p.mirrors, p.md5, log=log)

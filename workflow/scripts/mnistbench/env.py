@@ -1,0 +1,50 @@
+"""What a timing depends on besides the code: versions, hardware, threads, commit, config."""
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+import torch
+
+from mnistbench import devices
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def config_hash(cfg: dict) -> str:
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def describe(device: str, threads: int, cfg: dict) -> dict:
+    import torchvision
+
+    cuda = devices.kind(device) == "cuda"
+    return {
+        "host": socket.gethostname(),
+        "device": device,
+        "device_name": devices.name(device),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "cpu_model": devices.cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "platform": platform.platform(),
+        "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE", "SLURM_JOB_ID"))},
+        "git_commit": git_commit(),
+        "config_hash": config_hash(cfg),
+    }

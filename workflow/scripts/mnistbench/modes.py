@@ -1,0 +1,395 @@
+"""The mode ladder: one model, trained by implementations from the beginner's code to the optimised.
+
+Each mode is a class with the same small interface, registered in MODES:
+
+    mode = MODES[name](params, device, batch_size, loss=..., lr=...)
+    mode.setup(batch)          # one-off cost (compile, graph capture), timed apart; must not train
+    for batch in mode.epoch(data, perm): mode.step(batch)
+    mode.params()              # current parameters, named as in model.NAMES
+
+`data` holds x [N, 784] float32, y [N] int64 and t [N, 10] one-hot float32 on the device (or on
+the host for `dataloader`); `perm` is the epoch's sample order. Every mode computes the true
+gradient of the mean loss over the batch, except `seed`, which reproduces the beginner's code,
+diagonal-only softmax derivative included. To add a mode: write a class here, register it, and
+add it to the equivalence test in tests/test_modes.py.
+"""
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mnistbench import model
+from mnistbench.devices import kind
+
+
+class Unsupported(Exception):
+    """This mode cannot run on this device or torch build; recorded as status `unsupported`."""
+
+
+class Mode:
+    kinds = ("cpu", "cuda", "mps")  # device kinds on which the mode can exist at all
+    exact = True  # trains the float32 function; amp is the one that does not
+
+    def __init__(self, params, device, batch_size, loss="cross_entropy", lr=0.1, amp_dtype="float16"):
+        self.device, self.batch_size, self.loss, self.lr = device, batch_size, loss, lr
+        self.amp_dtype = amp_dtype
+        self.p = {k: v.detach().to(device, torch.float32).clone() for k, v in params.items()}
+
+    def epoch(self, data, perm):
+        """Batches of one epoch in `perm` order; the reordering happens here, before any clock runs."""
+        x, y, t = data["x"][perm], data["y"][perm], data["t"][perm]
+        b = self.batch_size
+        return ((x[i : i + b], y[i : i + b], t[i : i + b]) for i in range(0, len(perm) - b + 1, b))
+
+    def setup(self, batch):
+        pass
+
+    def step(self, batch):
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        return self.p
+
+
+# --- the beginner's code ------------------------------------------------------------------------
+# Written the way the original was: small helper functions, derivatives that recompute the
+# forward function, new tensors every step, and the loss of every sample computed by a second
+# forward pass after the update and fetched with .item() (a host sync per step, on purpose).
+
+
+def _sigmoid(x):
+    return 1 / (1 + torch.exp(-x))
+
+
+def _dsigmoid(x):
+    return _sigmoid(x) * (1 - _sigmoid(x))
+
+
+def _softmax(x):
+    return torch.exp(x) / torch.sum(torch.exp(x), dim=-1, keepdim=True)
+
+
+def _dsoftmax(x):
+    # Only the diagonal of the softmax Jacobian: the beginner's bug, kept on purpose.
+    return _softmax(x) * (1 - _softmax(x))
+
+
+class Seed(Mode):
+    def _forward(self, x):
+        p = self.p
+        z1 = x @ p["w1"].T + p["b1"]
+        a1 = _sigmoid(z1)
+        z2 = a1 @ p["w2"].T + p["b2"]
+        a2 = _sigmoid(z2)
+        z3 = a2 @ p["w3"].T + p["b3"]
+        return z1, a1, z2, a2, z3
+
+    def step(self, batch):
+        x, y, _ = batch
+        target = F.one_hot(y, 10).float()
+        z1, a1, z2, a2, z3 = self._forward(x)
+        out = _softmax(z3)
+        if self.loss == "cross_entropy":
+            d3 = (out - target) / len(x)
+        else:
+            d3 = 2 * (out - target) / len(x) * _dsoftmax(z3)
+        d2 = (d3 @ self.p["w3"]) * _dsigmoid(z2)
+        d1 = (d2 @ self.p["w2"]) * _dsigmoid(z1)
+        lr = self.lr
+        self.p = {
+            "w1": self.p["w1"] - lr * (d1.T @ x),
+            "b1": self.p["b1"] - lr * d1.sum(0),
+            "w2": self.p["w2"] - lr * (d2.T @ a1),
+            "b2": self.p["b2"] - lr * d2.sum(0),
+            "w3": self.p["w3"] - lr * (d3.T @ a2),
+            "b3": self.p["b3"] - lr * d3.sum(0),
+        }
+        out = _softmax(self._forward(x)[-1])
+        if self.loss == "cross_entropy":
+            loss = -(target * torch.log(out)).sum(-1).mean()
+        else:
+            loss = ((out - target) ** 2).sum(-1).mean()
+        self.last_loss = loss.item()
+
+
+# --- correct hand-written backprop --------------------------------------------------------------
+
+
+class Manual(Mode):
+    """True gradients by hand into preallocated buffers, in-place SGD: no allocation per step."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        b, dev = self.batch_size, self.device
+        self.a1, self.a2 = torch.empty(b, 16, device=dev), torch.empty(b, 16, device=dev)
+        self.s, self.d3 = torch.empty(b, 10, device=dev), torch.empty(b, 10, device=dev)
+        self.d2, self.d1 = torch.empty(b, 16, device=dev), torch.empty(b, 16, device=dev)
+        self.h, self.r = torch.empty(b, 16, device=dev), torch.empty(b, 1, device=dev)
+        self.g = {k: torch.empty_like(v) for k, v in self.p.items()}
+
+    def backward(self, x, t):
+        """Fill self.g with the gradients of the mean loss at (x, t)."""
+        p, g, n = self.p, self.g, x.shape[0]
+        a1, a2, s, d3, d2, d1, h, r = self.a1, self.a2, self.s, self.d3, self.d2, self.d1, self.h, self.r
+        torch.addmm(p["b1"], x, p["w1"].t(), out=a1).sigmoid_()
+        torch.addmm(p["b2"], a1, p["w2"].t(), out=a2).sigmoid_()
+        torch.addmm(p["b3"], a2, p["w3"].t(), out=s)
+        torch.softmax(s, dim=1, out=s)
+        if self.loss == "cross_entropy":
+            torch.sub(s, t, out=d3).div_(n)
+        else:
+            torch.sub(s, t, out=d3).mul_(2.0 / n)  # dL/ds
+            torch.sum(d3 * s, dim=1, keepdim=True, out=r)
+            d3.sub_(r).mul_(s)
+        torch.mm(d3.t(), a2, out=g["w3"])
+        torch.sum(d3, 0, out=g["b3"])
+        torch.mm(d3, p["w3"], out=d2).mul_(torch.addcmul(a2, a2, a2, value=-1.0, out=h))
+        torch.mm(d2.t(), a1, out=g["w2"])
+        torch.sum(d2, 0, out=g["b2"])
+        torch.mm(d2, p["w2"], out=d1).mul_(torch.addcmul(a1, a1, a1, value=-1.0, out=h))
+        torch.mm(d1.t(), x, out=g["w1"])
+        torch.sum(d1, 0, out=g["b1"])
+
+    def step(self, batch):
+        x, _, t = batch
+        self.backward(x, t)
+        for k, v in self.p.items():
+            v.sub_(self.g[k], alpha=self.lr)
+
+
+# --- autograd -----------------------------------------------------------------------------------
+
+
+class Autograd(Mode):
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        for v in self.p.values():
+            v.requires_grad_(True)
+
+    def step(self, batch):
+        x, y, _ = batch
+        model.loss_fn(model.forward(self.p, x), y, self.loss).backward()
+        with torch.no_grad():
+            for v in self.p.values():
+                v.sub_(v.grad, alpha=self.lr)
+                v.grad = None
+
+    def params(self):
+        return {k: v.detach() for k, v in self.p.items()}
+
+
+# --- nn.Module + torch.optim --------------------------------------------------------------------
+
+
+class SoftmaxMSELoss(nn.Module):
+    """The beginner's loss as a module: squared error of softmax vs one-hot, summed over classes."""
+
+    def forward(self, z, y):
+        return (torch.softmax(z, dim=1) - F.one_hot(y, z.shape[1]).to(z.dtype)).square().sum(1).mean()
+
+
+def make_net(params, device) -> nn.Sequential:
+    net = nn.Sequential(nn.Linear(784, 16), nn.Sigmoid(), nn.Linear(16, 16), nn.Sigmoid(), nn.Linear(16, 10))
+    with torch.no_grad():
+        for i, layer in zip((1, 2, 3), net[::2]):
+            layer.weight.copy_(params[f"w{i}"])
+            layer.bias.copy_(params[f"b{i}"])
+    return net.to(device)
+
+
+class Module(Mode):
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.net = make_net(self.p, self.device)
+        self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr)
+
+    def step(self, batch):
+        x, y, _ = batch
+        self.opt.zero_grad(set_to_none=True)
+        self.criterion(self.net(x), y).backward()
+        self.opt.step()
+
+    def params(self):
+        p = {}
+        for i, layer in zip((1, 2, 3), self.net[::2]):
+            p[f"w{i}"], p[f"b{i}"] = layer.weight.detach(), layer.bias.detach()
+        return p
+
+
+class DataLoaderMode(Module):
+    """`module` fed the way most tutorials do: a DataLoader over host memory, one copy per batch."""
+
+    def epoch(self, data, perm):
+        ds = torch.utils.data.TensorDataset(data["x"], data["y"])
+        b = self.batch_size
+        order = perm.tolist()
+        batches = [order[i : i + b] for i in range(0, len(order) - b + 1, b)]
+        pin = kind(self.device) == "cuda"
+        loader = torch.utils.data.DataLoader(ds, batch_sampler=batches, pin_memory=pin, num_workers=0)
+        return ((x.to(self.device, non_blocking=pin), y.to(self.device, non_blocking=pin), None) for x, y in loader)
+
+
+class Compiled(Mode):
+    """The whole step (hand-derived gradients + SGD update) as one function through torch.compile."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        loss, lr = self.loss, self.lr
+
+        def sgd_step(p, x, t):
+            g = model.grads(p, x, t, loss)
+            for k in model.NAMES:
+                p[k].sub_(g[k], alpha=lr)
+
+        self.fn = torch.compile(sgd_step, fullgraph=True, dynamic=False)
+
+    def setup(self, batch):
+        # Compile on a copy of the parameters, so compiling does not train.
+        x, _, t = batch
+        try:
+            self.fn({k: v.clone() for k, v in self.p.items()}, x, t)
+        except Exception as e:  # inductor raises many types; all mean "cannot compile here"
+            raise Unsupported(f"torch.compile failed on {self.device}: {' '.join(str(e).split())[:200]}") from e
+
+    def step(self, batch):
+        x, _, t = batch
+        self.fn(self.p, x, t)
+
+
+class Amp(Module):
+    """`module` under autocast: bf16 on cpu; on cuda fp16 with a GradScaler, or bf16 (config)."""
+
+    kinds = ("cpu", "cuda")
+    exact = False
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.dtype = torch.bfloat16 if kind(self.device) == "cpu" else getattr(torch, self.amp_dtype)
+        self.scaler = torch.amp.GradScaler(kind(self.device), enabled=self.dtype == torch.float16)
+
+    def step(self, batch):
+        x, y, _ = batch
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autocast(kind(self.device), dtype=self.dtype):
+            loss = self.criterion(self.net(x), y)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.opt)
+        self.scaler.update()
+
+
+class CudaGraph(Module):
+    """The whole `module` step captured once as a CUDA graph and replayed: one launch per step."""
+
+    kinds = ("cuda",)
+
+    def setup(self, batch):
+        x, y, _ = batch
+        self.sx, self.sy = x.clone(), y.clone()
+        saved = {k: v.clone() for k, v in self.params().items()}
+        # Warm up on a side stream (as the CUDA graphs docs require), then capture.
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                self.opt.zero_grad(set_to_none=True)
+                self.criterion(self.net(self.sx), self.sy).backward()
+                self.opt.step()
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        self.opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(self.graph):
+            self.criterion(self.net(self.sx), self.sy).backward()
+            self.opt.step()
+        # The warm-up trained; put the parameters back so every mode starts from the same state.
+        with torch.no_grad():
+            for k, v in self.params().items():
+                v.copy_(saved[k])
+
+    def step(self, batch):
+        x, y, _ = batch
+        self.sx.copy_(x)
+        self.sy.copy_(y)
+        self.graph.replay()
+
+
+class Numpy(Mode):
+    """Hand-written forward/backward in NumPy float32, preallocated buffers, in-place SGD."""
+
+    kinds = ("cpu",)
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.np = {k: v.numpy() for k, v in self.p.items()}  # shares memory with self.p
+        b = self.batch_size
+        e = lambda *shape: np.empty(shape, dtype=np.float32)  # noqa: E731
+        self.a1, self.a2, self.s, self.d3 = e(b, 16), e(b, 16), e(b, 10), e(b, 10)
+        self.d2, self.d1, self.h, self.r = e(b, 16), e(b, 16), e(b, 16), e(b, 1)
+        self.g = {k: np.empty_like(v) for k, v in self.np.items()}
+
+    def epoch(self, data, perm):
+        x, t = data["x"][perm].numpy(), data["t"][perm].numpy()
+        b = self.batch_size
+        return ((x[i : i + b], None, t[i : i + b]) for i in range(0, len(perm) - b + 1, b))
+
+    def backward(self, x, t):
+        p, g, n = self.np, self.g, x.shape[0]
+        a1, a2, s, d3, d2, d1, h, r = self.a1, self.a2, self.s, self.d3, self.d2, self.d1, self.h, self.r
+        for a, inp, w, bias in ((a1, x, p["w1"], p["b1"]), (a2, a1, p["w2"], p["b2"])):
+            np.matmul(inp, w.T, out=a)
+            a += bias
+            np.negative(a, out=a)
+            np.exp(a, out=a)
+            a += 1.0
+            np.reciprocal(a, out=a)
+        np.matmul(a2, p["w3"].T, out=s)
+        s += p["b3"]
+        s -= s.max(axis=1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(axis=1, keepdims=True)
+        np.subtract(s, t, out=d3)
+        if self.loss == "cross_entropy":
+            d3 /= n
+        else:
+            d3 *= 2.0 / n
+            np.sum(d3 * s, axis=1, keepdims=True, out=r)
+            d3 -= r
+            d3 *= s
+        np.matmul(d3.T, a2, out=g["w3"])
+        np.sum(d3, axis=0, out=g["b3"])
+        for d, dn, w, a, inp, gw, gb in ((d2, d3, p["w3"], a2, a1, "w2", "b2"), (d1, d2, p["w2"], a1, x, "w1", "b1")):
+            np.matmul(dn, w, out=d)
+            np.subtract(1.0, a, out=h)
+            h *= a
+            d *= h
+            np.matmul(d.T, inp, out=g[gw])
+            np.sum(d, axis=0, out=g[gb])
+
+    def step(self, batch):
+        x, _, t = batch
+        self.backward(x, t)
+        for k, v in self.np.items():
+            v -= self.lr * self.g[k]
+
+
+MODES = {
+    "seed": Seed,
+    "manual": Manual,
+    "autograd": Autograd,
+    "module": Module,
+    "dataloader": DataLoaderMode,
+    "compiled": Compiled,
+    "amp": Amp,
+    "cudagraph": CudaGraph,
+    "numpy": Numpy,
+}
+
+
+def exists(mode: str, device: str) -> bool:
+    """Whether this device x mode pair can exist at all (else it is left out of the grid)."""
+    return kind(device) in MODES[mode].kinds
+
+
+def why_left_out(mode: str, device: str) -> str:
+    return f"{mode} runs only on {', '.join(MODES[mode].kinds)}"
