@@ -188,8 +188,11 @@ HW=$(slurmd -C | sed -n -E '1s/^NodeName=[^ ]+ //p')
 
 # Why these settings:
 #  - SlurmUser/SlurmdUser root: no 'slurm' user setup needed, all files are ours.
-#  - ProctrackType linuxproc + TaskPlugin none + JobAcctGather none: nothing uses
-#    cgroups, which containers and CI runners often lack (so no cgroup.conf).
+#  - ProctrackType linuxproc + JobAcctGather none: nothing uses cgroups, which
+#    containers and CI runners often lack (so no cgroup.conf is needed or written).
+#  - TaskPlugin task/affinity: binds each job step to the cores Slurm allocated
+#    (sched_setaffinity, no cgroups), as task/cgroup does on real clusters, so a
+#    job asking --cpus-per-task=N really runs on N cores of its own.
 #  - select/cons_tres CR_Core: cores and GRES are consumable, so --cpus-per-task
 #    and --gpus are real allocations (two jobs never get the same core or GPU).
 #  - AccountingStorageTRES=gres/gpu,gres/gpu:fake: sacct's ReqTRES/AllocTRES then

@@ -57,8 +57,23 @@ def train_threads():
     return config["cpu_threads"] or os.cpu_count()
 
 
+def is_cuda(wildcards):
+    return devs.kind(devs.unslug(wildcards.device)) == "cuda"
+
+
+# Cluster resources (read by the Slurm executor, ignored locally): only cuda jobs ask for a GPU,
+# and they go to the GPU partition; see profiles/README.md.
+SLURM = config["slurm"]
+PRELOAD_NEEDS_GPU = any(devs.kind(d) == "cuda" for d in DEVICES)
+
+
 def train_gpus(wildcards):
-    """GPUs a train job requests (a cluster executor turns this into a GPU request): cuda only."""
-    if devs.unslug(wildcards.device).startswith("cuda"):
-        return 1
-    return 0
+    return 1 if is_cuda(wildcards) else 0
+
+
+def train_partition(wildcards):
+    return SLURM["gpu_partition"] if is_cuda(wildcards) else SLURM["cpu_partition"]
+
+
+def train_gpu_model(wildcards):
+    return SLURM["gpu_model"] if is_cuda(wildcards) else ""

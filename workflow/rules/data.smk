@@ -36,7 +36,10 @@ rule preload:
     conda:
         "../../environment.yml"
     resources:
-        gpu=1 if any(d.startswith("cuda") for d in DEVICES) else 0,
+        # It times host->device copies for every device of the grid, so on a cluster it needs
+        # the GPU partition when cuda is among them.
+        gpu=1 if PRELOAD_NEEDS_GPU else 0,
+        slurm_partition=SLURM["gpu_partition" if PRELOAD_NEEDS_GPU else "cpu_partition"],
     params:
         root=lambda wildcards, input: Path(input[0]).parents[2],
         devices=DEVICES,

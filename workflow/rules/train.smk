@@ -17,6 +17,10 @@ rule train:
         # Timed jobs never overlap: the default profile makes this a global limit of 1.
         timed_jobs=1,
         gpu=train_gpus,
+        gpu_model=train_gpu_model,
+        slurm_partition=train_partition,
+        slurm_account=SLURM["account"],
+        slurm_extra="--exclusive" if SLURM["exclusive"] else "",
     params:
         device=lambda wc: devs.unslug(wc.device),
     script:

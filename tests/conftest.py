@@ -1,0 +1,73 @@
+"""Shared fixtures: a tiny learnable MNIST served over loopback HTTP, and a Snakemake runner."""
+
+import functools
+import http.server
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mnistbench import synthetic
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def mirror(tmp_path_factory):
+    """(url, md5): the four gzip IDX files of a small synthetic MNIST on a loopback HTTP server."""
+    folder = tmp_path_factory.mktemp("mirror")
+    md5 = synthetic.write(folder, n_train=600, n_test=200)
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/", md5
+    server.shutdown()
+    server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tiny_config(url, md5, **overrides) -> dict:
+    cfg = dict(
+        devices="auto",
+        modes=["manual", "autograd", "module"],
+        batch_sizes=[8, 64],
+        repeats=1,
+        epochs=2,
+        train_samples=512,
+        test_samples=200,
+        warmup_steps=2,
+        mnist=dict(mirrors=[url], md5=md5),
+    )
+    cfg.update(overrides)
+    return cfg
+
+
+def snakemake(workdir: Path, cfg: dict, *args, check=True) -> subprocess.CompletedProcess:
+    """Run the real snakemake on the repository's Snakefile in `workdir` with config `cfg`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [
+        sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+        "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args,
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    return proc

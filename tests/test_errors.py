@@ -1,0 +1,90 @@
+"""Bad input stops the run with one clear line naming the cause and the fix, and leaves no output."""
+
+import pytest
+import torch
+from conftest import closed_port, snakemake, tiny_config
+
+from mnistbench import BenchError, data, synthetic
+
+DOWNLOADED = "results/data/MNIST/raw"
+
+
+def no_output(wd):
+    raw = wd / DOWNLOADED
+    return not raw.exists() or not any(p for p in raw.iterdir())
+
+
+def error_lines(proc):
+    """The distinct 'error: ...' lines the job wrote (Snakemake may echo its log once more)."""
+    return sorted({line for line in proc.stderr.splitlines() if line.startswith("error:")})
+
+
+def test_wrong_checksum_names_file_mirror_and_key(mirror, tmp_path):
+    url, md5 = mirror
+    bad = dict(md5, **{"t10k-labels-idx1-ubyte.gz": "0" * 32})
+    proc = snakemake(tmp_path, tiny_config(url, bad), "download_mnist", check=False)
+    assert proc.returncode != 0
+    (line,) = error_lines(proc)
+    assert "t10k-labels-idx1-ubyte.gz" in line and url in line and "md5" in line and "mnist.md5" in line
+    assert no_output(tmp_path)
+
+
+def test_unreachable_mirror_lists_every_mirror_tried(mirror, tmp_path):
+    url, md5 = mirror
+    dead = [f"http://127.0.0.1:{closed_port()}/mnist/", f"file://{tmp_path}/nothing-here/"]
+    proc = snakemake(tmp_path, tiny_config(url, md5, mnist=dict(mirrors=dead, md5=md5)), "download_mnist", check=False)
+    assert proc.returncode != 0
+    (line,) = error_lines(proc)
+    assert all(m in line for m in dead) and "mnist.mirrors" in line and "train-images-idx3-ubyte.gz" in line
+    assert no_output(tmp_path)
+
+
+def test_file_mirror_and_second_mirror_fallback(mirror, tmp_path):
+    """A dead first mirror falls through to a working file:// one, and the files verify."""
+    _, md5 = mirror
+    folder = tmp_path / "m"
+    md5 = synthetic.write(folder, n_train=50, n_test=20)
+    data.download(tmp_path / "d", [f"http://127.0.0.1:{closed_port()}/", f"file://{folder}/"], md5, log=lambda m: None)
+    t = data.load_raw(tmp_path / "d")
+    assert t["train_x"].shape == (50, 784) and t["test_y"].shape == (20,)
+    assert t["train_x"].dtype == torch.float32 and 0.0 <= t["train_x"].min() and t["train_x"].max() <= 1.0
+
+
+def test_corrupt_raw_file_is_a_clear_error(mirror, tmp_path):
+    _, md5 = mirror
+    folder = tmp_path / "m"
+    md5 = synthetic.write(folder, n_train=50, n_test=20)
+    data.download(tmp_path / "d", [f"file://{folder}/"], md5, log=lambda m: None)
+    raw = tmp_path / "d/MNIST/raw/train-images-idx3-ubyte"
+    raw.write_bytes(raw.read_bytes()[:1000])
+    with pytest.raises(BenchError, match="missing or corrupt.*download_mnist"):
+        data.load_raw(tmp_path / "d")
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        (dict(modes=["manual", "warp_drive"]), "warp_drive"),
+        (dict(batch_sizes=[0, 8]), "batch_sizes"),
+        (dict(devices=["cpu", "tpu"]), "tpu"),
+        (dict(repeats=0), "repeats"),
+        (dict(model=dict(loss="hinge")), "hinge"),
+    ],
+)
+def test_schema_rejects_bad_values(mirror, tmp_path, override, key):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5, **override), "-n", check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "ValidationError" in out and key in out
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this host has CUDA")
+def test_absent_device_is_an_error_before_any_job(mirror, tmp_path):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5, devices=["cpu", "cuda"]), check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "CUDA not available" in out and "devices" in out
+    assert not (tmp_path / "results").exists()

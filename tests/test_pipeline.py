@@ -1,0 +1,125 @@
+"""The whole pipeline, run by the real snakemake on the tiny data set served over loopback."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import REPO, snakemake, tiny_config
+
+from mnistbench import devices
+from mnistbench.modes import MODES, exists
+
+RULES = ["download_mnist", "preload", "train", "aggregate", "figures"]
+RUN_COLUMNS = (
+    "host device device_name mode batch_size repeat status message epochs train_samples steps "
+    "step_time_median_s samples_per_s first_epoch_s steady_epoch_s total_train_s final_loss "
+    "test_accuracy threads torch_version time_to_target_s setup_s"
+).split()
+ALL_MODES = list(MODES)
+
+
+@pytest.fixture(scope="module")
+def run(mirror, tmp_path_factory):
+    url, md5 = mirror
+    wd = tmp_path_factory.mktemp("pipeline")
+    cfg = tiny_config(url, md5, modes=ALL_MODES)
+    proc = snakemake(wd, cfg)
+    report = snakemake(wd, cfg, "--report", "results/report.html")
+    return wd, cfg, proc, report
+
+
+def test_runs_csv_has_every_run_and_column(run):
+    wd, cfg, _, _ = run
+    runs = pd.read_csv(wd / "results/summary/runs.csv")
+    assert set(RUN_COLUMNS) <= set(runs.columns)
+    here = devices.available()
+    expected = {(d, m, b) for d in here for m in ALL_MODES if exists(m, d) for b in cfg["batch_sizes"]}
+    assert set(zip(runs.device, runs["mode"], runs.batch_size)) == expected
+    assert len(runs) == len(expected) * cfg["repeats"]
+
+
+def test_every_cpu_mode_is_ok_and_learns(run):
+    wd, cfg, _, _ = run
+    runs = pd.read_csv(wd / "results/summary/runs.csv")
+    cpu = runs[runs.device == "cpu"]
+    assert set(cpu["mode"]) == {m for m in ALL_MODES if exists(m, "cpu")}
+    bad = cpu[cpu.status != "ok"]
+    assert bad.empty, bad[["mode", "batch_size", "status", "message"]].to_string()
+    assert (cpu.samples_per_s > 0).all() and (cpu.step_time_median_s > 0).all()
+    assert (cpu.threads >= 1).all()
+    # 2 epochs of 512 samples at batch 8 already lift accuracy far above chance (0.1).
+    assert (cpu[cpu.batch_size == 8].test_accuracy > 0.4).all()
+
+
+def test_exact_modes_train_the_same_function(run):
+    """Same repeat => same initial weights and data order, whatever the mode: on cpu every exact
+    mode ends with the same loss to within float32 round-off."""
+    wd, _, _, _ = run
+    runs = pd.read_csv(wd / "results/summary/runs.csv")
+    cpu = runs[(runs.device == "cpu") & runs["mode"].map(lambda m: MODES[m].exact)]
+    for b, group in cpu.groupby("batch_size"):
+        spread = group.final_loss.max() - group.final_loss.min()
+        assert spread < 1e-4 * group.final_loss.abs().max() + 1e-6, group[["mode", "final_loss"]]
+
+
+def test_left_out_pairs_are_listed_not_failed(run):
+    wd, _, _, _ = run
+    left = pd.read_csv(wd / "results/summary/left_out.csv")
+    here = devices.available()
+    expected = {(d, m) for d in here for m in ALL_MODES if not exists(m, d)}
+    assert set(zip(left.device, left["mode"])) == expected
+    if "cuda" not in here:
+        assert ("cpu", "cudagraph") in expected
+    assert left.reason.str.len().gt(0).all()
+
+
+def test_summary_medians_and_counts(run):
+    wd, cfg, _, _ = run
+    summary = pd.read_csv(wd / "results/summary/summary.csv")
+    runs = pd.read_csv(wd / "results/summary/runs.csv")
+    for col in ["host", "device", "mode", "batch_size", "samples_per_s_median", "samples_per_s_iqr", "n_ok"]:
+        assert col in summary.columns
+    row = summary[(summary["mode"] == "manual") & (summary.batch_size == 64) & (summary.device == "cpu")].iloc[0]
+    match = runs[(runs["mode"] == "manual") & (runs.batch_size == 64) & (runs.device == "cpu")]
+    assert row.n_ok == cfg["repeats"]
+    assert row.samples_per_s_median == pytest.approx(match.samples_per_s.median())
+
+
+def test_transfer_measured_for_every_device(run):
+    wd, _, _, _ = run
+    t = pd.read_csv(wd / "results/preload/transfer.csv")
+    assert set(t.device) == set(devices.available())
+    assert (t.gb_per_s > 0).all() and (t.bytes == t.samples * 784 * 4).all()
+
+
+def test_train_logs_show_per_epoch_progress(run):
+    wd, cfg, _, _ = run
+    log = (wd / "logs/train/cpu/module/bs8_r0.log").read_text()
+    assert "epoch 1/2" in log and "epoch 2/2" in log and "test accuracy" in log
+
+
+def test_figure_and_report(run):
+    wd, _, _, report = run
+    png = wd / "results/figures/throughput.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (wd / "results/report.html").read_text(errors="replace")
+    assert "throughput.png" in html and len(html) > 10000
+
+
+def test_dry_run_lists_the_five_rules(mirror, tmp_path):
+    url, md5 = mirror
+    out = snakemake(tmp_path, tiny_config(url, md5), "-n").stdout
+    for rule in RULES:
+        assert rule in out
+
+
+def test_lint_and_format_are_clean():
+    lint = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert lint.returncode == 0 and "good condition" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    fmt = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
