@@ -108,8 +108,9 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, epochs_log, lo
         return "unsupported", f"batch size {batch_size} exceeds train_samples {n}"
     total = steps_per_epoch * cfg["epochs"]
     # Warm-up steps are real training steps (so every mode trains the same function) whose times
-    # stay out of the steady-state figures; at least one step is always timed.
-    warmup = min(cfg["warmup_steps"], total - 1)
+    # stay out of the steady-state figures; capped at half an epoch, so large batches keep
+    # most of their few steps.
+    warmup = min(cfg["warmup_steps"], max(steps_per_epoch // 2, 1), total - 1)
     row.update(train_samples=n, steps=total, warmup_steps=warmup, timed_steps=total - warmup)
 
     params = model.init_params(m["init"], seed_of(cfg, repeat))
