@@ -149,3 +149,15 @@ def test_initial_weights_and_order_depend_on_repeat_not_mode(tmp_path):
         losses = [rows[m, r]["final_loss"] for m in ["numpy", "module", "seed"]]
         assert max(losses) - min(losses) < 1e-5, losses
     assert abs(rows["module", 0]["final_loss"] - rows["module", 1]["final_loss"]) > 1e-4
+
+
+def test_nan_loss_is_a_recorded_row_not_a_crash(tmp_path):
+    from mnistbench import data, synthetic
+
+    md5 = synthetic.write(tmp_path / "m", n_train=64, n_test=16)
+    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    cfg = dict(train.DEFAULTS, train_samples=64, test_samples=16, warmup_steps=1, epochs=1)
+    cfg["model"] = dict(cfg["model"], lr=1e38, init="seed")
+    row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "manual", 8, 0, log=lambda m: None)
+    assert row["status"] == "diverged" and "lr" in row["message"]

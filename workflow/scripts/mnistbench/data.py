@@ -11,8 +11,6 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import torch
-from torchvision.datasets import MNIST
-from torchvision.datasets.utils import calculate_md5, check_integrity, download_url, extract_archive
 
 from mnistbench import BenchError, devices
 
@@ -35,6 +33,10 @@ def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
     Files are fetched into a private temporary folder and moved into place only once all four
     matched their md5 and extracted, so a failure never leaves a partial or corrupt file behind.
     """
+    # torchvision is imported here, not at the top: train jobs import this module and should not
+    # pay for it.
+    from torchvision.datasets.utils import calculate_md5
+
     raw = Path(root) / "MNIST" / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=raw, prefix=".download-") as tmp:
@@ -69,6 +71,8 @@ def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
 def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
     """Download (torchvision) or copy (file://, which torchvision's downloader cannot read) one
     file, check its md5, extract it next to itself."""
+    from torchvision.datasets.utils import check_integrity, download_url, extract_archive
+
     if url.startswith("file://"):
         shutil.copyfile(url2pathname(urlparse(url).path), folder / filename)
         if not check_integrity(folder / filename, md5):
@@ -80,6 +84,8 @@ def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
 
 def load_raw(root) -> dict[str, torch.Tensor]:
     """Normalised float32 tensors: images [N, 784] scaled to [0, 1] (as ToTensor does), labels int64."""
+    from torchvision.datasets import MNIST
+
     out = {}
     for split, train in (("train", True), ("test", False)):
         try:
@@ -103,7 +109,8 @@ def save_tensors(tensors: dict, path) -> None:
 
 
 def load_tensors(path, device: str) -> dict[str, torch.Tensor]:
-    return torch.load(path, map_location=device, weights_only=True)
+    """Memory-mapped, so a job that uses part of the data reads only that part from disk."""
+    return torch.load(path, map_location=device, weights_only=True, mmap=True)
 
 
 def measure_transfer(x: torch.Tensor, device: str, rows=(1, 64, 4096, None), repeats: int = 7) -> list[dict]:

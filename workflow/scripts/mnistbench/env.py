@@ -28,8 +28,12 @@ def config_hash(cfg: dict) -> str:
 
 
 def describe(device: str, threads: int, cfg: dict) -> dict:
-    import torchvision
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        torchvision = version("torchvision")  # without importing it: train jobs never need it
+    except PackageNotFoundError:
+        torchvision = None
     cuda = devices.kind(device) == "cuda"
     return {
         "host": socket.gethostname(),
@@ -37,7 +41,7 @@ def describe(device: str, threads: int, cfg: dict) -> dict:
         "device_name": devices.name(device),
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
+        "torchvision": torchvision,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "cpu_model": devices.cpu_model(),

@@ -51,8 +51,9 @@ def seed_of(cfg: dict, repeat: int, epoch: int = 0) -> int:
 
 
 def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat: int, log=print):
-    """Returns (row, environment, per-epoch records). Failures that belong in the results (oom,
-    nan, unsupported) become the row's status; an absent device raises BenchError."""
+    """Returns (row, record): the CSV row, and the JSON record (environment, per-epoch metrics,
+    every step time). Failures that belong in the results (oom, nan, unsupported) become the
+    row's status; an absent device raises BenchError."""
     devices.check(device)
     threads = cfg["cpu_threads"] or os.cpu_count()
     torch.set_num_threads(threads)
@@ -63,10 +64,9 @@ def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat:
         batch_size=batch_size, repeat=repeat, epochs=cfg["epochs"], loss=m["loss"], init=m["init"],
         lr=m["lr"], seed=cfg["seed"], threads=threads, torch_version=torch.__version__,
     )  # fmt: skip
-    environment = env.describe(device, threads, cfg)
-    epochs_log = []
+    record = dict(environment=env.describe(device, threads, cfg), epochs=[], step_times_s=[], row=row)
     try:
-        status, message = _train(cfg, data_path, device, mode, batch_size, repeat, row, epochs_log, log)
+        status, message = _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log)
     except torch.OutOfMemoryError as e:
         status, message = "oom", f"out of memory at batch size {batch_size}: {' '.join(str(e).split())[:160]}"
     except Unsupported as e:
@@ -81,10 +81,10 @@ def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat:
             log(f"error: {message}")
     row.update(status=status, message=message)
     log(f"{status}: {message}")
-    return row, environment, epochs_log
+    return row, record
 
 
-def _train(cfg, data_path, device, mode, batch_size, repeat, row, epochs_log, log):
+def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     m = cfg["model"]
     if not exists(mode, device):
         raise Unsupported(f"{mode} cannot run on {device}")
@@ -126,23 +126,17 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, epochs_log, lo
     row["setup_s"] = timing.wall(device) - t0
 
     clock = timing.StepClock(device)
-    step_times, epoch_times, cum = [], [], 0.0
+    step_times, epoch_times, cum = record["step_times_s"], [], 0.0
     time_to_target = None
     for epoch in range(1, cfg["epochs"] + 1):
         batches = trainer.epoch(data, order(epoch))  # reordering happens here, before the clock
-        clock.reset()
-        t0 = timing.wall(device)
-        clock.mark()
-        for batch in batches:
-            trainer.step(batch)
-            clock.mark()
-        epoch_s = timing.wall(device) - t0
-        step_times += clock.intervals()
+        epoch_s, intervals = timing.timed_epoch(trainer.step, batches, clock)
+        step_times += intervals
         epoch_times.append(epoch_s)
         cum += epoch_s
         # Outside the timed region: evaluation and progress.
         test_loss, acc = model.evaluate(trainer.params(), test_x, test_y, m["loss"])
-        epochs_log.append(dict(epoch=epoch, train_s=epoch_s, cum_train_s=cum, test_loss=test_loss, test_accuracy=acc))
+        record["epochs"].append(dict(epoch=epoch, train_s=epoch_s, cum_train_s=cum, test_loss=test_loss, test_accuracy=acc))
         log(f"epoch {epoch}/{cfg['epochs']}: {epoch_s:.3f} s, {steps_per_epoch / epoch_s:.1f} steps/s, test loss {test_loss:.4f}, test accuracy {acc:.4f}")
         if time_to_target is None and acc >= cfg["target_accuracy"]:
             time_to_target = cum
@@ -164,7 +158,7 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, epochs_log, lo
     return "ok", f"{batch_size / med:.0f} samples/s"
 
 
-def write_outputs(row, environment, epochs_log, csv_path, json_path=None):
+def write_outputs(row, record, csv_path, json_path=None):
     """Write to temporary files, then rename: an interrupted job leaves no half-written output."""
     csv_path = Path(csv_path)
     tmp = csv_path.with_name(csv_path.name + ".tmp")
@@ -174,7 +168,7 @@ def write_outputs(row, environment, epochs_log, csv_path, json_path=None):
         w.writerow(row)
     if json_path:
         jtmp = Path(str(json_path) + ".tmp")
-        jtmp.write_text(json.dumps(dict(environment=environment, epochs=epochs_log, row=row), indent=1, default=str))
+        jtmp.write_text(json.dumps(record, default=str))
         os.replace(jtmp, json_path)
     os.replace(tmp, csv_path)
 
@@ -200,10 +194,10 @@ def main(argv=None):
                warmup_steps=a.warmup_steps, cpu_threads=a.threads,
                model=dict(DEFAULTS["model"], loss=a.loss, init=a.init, lr=a.lr))  # fmt: skip
     try:
-        row, environment, epochs_log = train(cfg, a.data, a.device, a.mode, a.batch_size, a.repeat)
+        row, record = train(cfg, a.data, a.device, a.mode, a.batch_size, a.repeat)
     except BenchError as e:
         sys.exit(f"error: {e}")
-    write_outputs(row, environment, epochs_log, a.out, Path(a.out).with_suffix(".json"))
+    write_outputs(row, record, a.out, Path(a.out).with_suffix(".json"))
     print(f"{row['status']}: {row['samples_per_s'] and round(row['samples_per_s'])} samples/s -> {a.out}")
 
 

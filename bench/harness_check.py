@@ -1,0 +1,62 @@
+"""Does the project's step clock agree with torch.utils.benchmark.Timer?
+
+Times the `module` training step on cpu at batch sizes 1, 64 and 4096 twice in one run: with
+the harness the train jobs use (timing.timed_epoch: a clock mark after every step, median of
+the steps after warm-up), and with torch.utils.benchmark.Timer (blocked_autorange, same thread
+count, same step on one batch). Prints the ratio harness / Timer per batch size; 1.0 = agree.
+
+    PYTHONPATH=workflow/scripts python bench/harness_check.py [--samples N] [--threads T]
+"""
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
+
+import torch  # noqa: E402
+import torch.utils.benchmark as benchmark  # noqa: E402
+
+from mnistbench import model, timing  # noqa: E402
+from mnistbench.modes import MODES  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64, 4096])
+    p.add_argument("--samples", type=int, default=16384, help="samples per timed epoch")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--min-run-time", type=float, default=1.0, help="Timer seconds per batch size")
+    p.add_argument("--mode", default="module", choices=sorted(MODES))
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    g = torch.Generator().manual_seed(0)
+    n = max(a.samples, max(a.batch_sizes) * 8)
+    y = torch.randint(0, 10, (n,), generator=g)
+    data = {"x": torch.rand(n, 784, generator=g), "y": y, "t": torch.nn.functional.one_hot(y, 10).float()}
+    print(f"mode {a.mode}, cpu, {a.threads} threads, torch {torch.__version__}")
+    print(f"{'batch':>6} {'harness us':>11} {'Timer us':>10} {'ratio':>6}")
+    ratios = []
+    for b in a.batch_sizes:
+        m = MODES[a.mode](model.init_params("default", 0), "cpu", b, lr=0.01)
+        batches = list(m.epoch(data, torch.randperm(n, generator=g)))
+        m.setup(batches[0])
+        warm = min(20, len(batches) // 2)
+        for batch in batches[:warm]:
+            m.step(batch)
+        clock = timing.StepClock("cpu")
+        steps = []
+        while sum(steps) < a.min_run_time:  # as long as Timer measures, for a fair comparison
+            steps += timing.timed_epoch(m.step, batches, clock)[1]
+        harness = statistics.median(steps)
+        timer = benchmark.Timer(
+            stmt="m.step(batch)", globals={"m": m, "batch": batches[0]}, num_threads=a.threads
+        ).blocked_autorange(min_run_time=a.min_run_time)
+        ratios.append(harness / timer.median)
+        print(f"{b:>6} {harness * 1e6:>11.2f} {timer.median * 1e6:>10.2f} {ratios[-1]:>6.3f}")
+    print("ratios harness/Timer: " + " ".join(f"bs{b}={r:.3f}" for b, r in zip(a.batch_sizes, ratios)))
+
+
+if __name__ == "__main__":
+    main()
