@@ -1,0 +1,90 @@
+"""One command for a machine with a CUDA GPU (and the project's packages, no internet needed).
+
+Generates a small MNIST-format data set, runs the pipeline for every device this machine has
+(cpu and cuda) over the mode ladder and a range of batch sizes, and prints samples/s per device
+x mode x batch size, the cuda/cpu speedup and, when the analysis step wrote them, the fitted
+per-step overhead and the crossover batch size. Meant to finish in under 8 minutes.
+
+    python bench/gpu_check.py [--workdir DIR] [--devices auto] [--quick]
+
+`--quick` is a tiny grid that only proves the command works end to end (used by the tests).
+"""
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow" / "scripts"))
+
+import pandas as pd  # noqa: E402
+import yaml  # noqa: E402
+
+from mnistbench import synthetic  # noqa: E402
+
+FULL = dict(
+    modes=["seed", "manual", "autograd", "module", "dataloader", "compiled", "amp", "cudagraph", "numpy"],
+    batch_sizes=[1, 16, 256, 4096],
+    repeats=2,
+    epochs=2,
+    train_samples=8192,
+    test_samples=2000,
+    data=(12000, 2000),
+)
+QUICK = dict(modes=["manual", "module"], batch_sizes=[8, 64], repeats=1, epochs=1, train_samples=256,
+             test_samples=64, data=(300, 64))  # fmt: skip
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workdir", type=Path, default=None)
+    p.add_argument("--devices", default="auto", help="'auto' or a YAML list, e.g. '[cpu, cuda]'")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--cores", default="all")
+    a = p.parse_args(argv)
+    grid = QUICK if a.quick else FULL
+    wd = a.workdir or Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    wd.mkdir(parents=True, exist_ok=True)
+    md5 = synthetic.write(wd / "mirror", *grid["data"])
+    cfg = {k: v for k, v in grid.items() if k != "data"}
+    cfg.update(devices=yaml.safe_load(a.devices), warmup_steps=10, mnist=dict(mirrors=[(wd / "mirror").as_uri() + "/"], md5=md5))
+    (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(wd),
+           "--configfile", str(wd / "config.yaml"), "--cores", a.cores, "--keep-going"]  # fmt: skip
+    print("running:", " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd)
+    summary_dir = wd / "results" / "summary"
+    if not (summary_dir / "summary.csv").exists():
+        sys.exit(f"error: the pipeline wrote no summary (exit {proc.returncode}); see {wd}/logs")
+    print_tables(summary_dir)
+    print(f"\nworkdir: {wd}")
+    return proc.returncode
+
+
+def print_tables(summary_dir: Path) -> None:
+    s = pd.read_csv(summary_dir / "summary.csv")
+    runs = pd.read_csv(summary_dir / "runs.csv")
+    env = runs.groupby("device")["device_name"].first()
+    print("\ndevices: " + "; ".join(f"{d} = {n}" for d, n in env.items()))
+    print(f"torch {runs.torch_version.iloc[0]}, threads {sorted(runs.threads.unique())}")
+    table = s.pivot_table(index=["mode", "batch_size"], columns="device", values="samples_per_s_median")
+    print("\nsamples/s (median over repeats)")
+    print(table.round(0).to_string())
+    if "cuda" in table.columns and "cpu" in table.columns:
+        print("\ncuda / cpu speedup")
+        print((table["cuda"] / table["cpu"]).unstack("batch_size").round(2).to_string())
+    for name in ["fits.csv", "crossover.csv"]:
+        f = summary_dir / name
+        if f.exists():
+            print(f"\n{name}")
+            print(pd.read_csv(f).to_string(index=False))
+    bad = runs[runs.status != "ok"]
+    if len(bad):
+        print("\nruns not ok:")
+        print(bad[["device", "mode", "batch_size", "repeat", "status", "message"]].to_string(index=False))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
