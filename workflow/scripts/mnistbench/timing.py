@@ -16,32 +16,51 @@ from mnistbench import devices
 
 
 class StepClock:
-    """Collects marks at step boundaries; `intervals()` gives the seconds between marks."""
+    """Marks at step boundaries; `intervals()` gives seconds per step.
 
-    def __init__(self, device: str):
+    On cuda a mark is an event recorded in the stream (no sync). On mps a mark must synchronise,
+    which would stall the queue every step, so there a mark is taken every `chunk` steps and each
+    chunk's time is divided by its steps.
+    """
+
+    def __init__(self, device: str, chunk: int | None = None):
         self.device = device
         self.cuda = devices.kind(device) == "cuda"
-        self.marks = []
+        self.chunk = chunk or (16 if devices.kind(device) == "mps" else 1)
+        self.reset()
+
+    def reset(self):
+        self.marks, self.steps = [], -1  # marks: (steps done, event or time)
 
     def mark(self):
+        """Call before the first step and after every step."""
+        self.steps += 1
+        if self.steps % self.chunk == 0:
+            self._record()
+
+    def close(self):
+        """After the last step: record the end of a last, partial chunk."""
+        if self.marks and self.marks[-1][0] != self.steps:
+            self._record()
+
+    def _record(self):
         if self.cuda:
             e = torch.cuda.Event(enable_timing=True)
             e.record()
-            self.marks.append(e)
+            self.marks.append((self.steps, e))
         else:
             devices.synchronize(self.device)  # no-op on cpu
-            self.marks.append(time.perf_counter())
+            self.marks.append((self.steps, time.perf_counter()))
 
     def intervals(self) -> list[float]:
-        """Seconds between consecutive marks; synchronises once on cuda."""
-        if self.cuda:
-            if self.marks:
-                self.marks[-1].synchronize()
-            return [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]
-        return [b - a for a, b in zip(self.marks, self.marks[1:])]
-
-    def reset(self):
-        self.marks = []
+        """Seconds per step, one value per marked interval; synchronises once on cuda."""
+        if self.cuda and self.marks:
+            self.marks[-1][1].synchronize()
+        out = []
+        for (n0, a), (n1, b) in zip(self.marks, self.marks[1:]):
+            dt = a.elapsed_time(b) / 1e3 if self.cuda else b - a
+            out.append(dt / (n1 - n0))
+        return out
 
 
 def wall(device: str) -> float:
@@ -69,5 +88,6 @@ def timed_epoch(step, batches, clock: StepClock) -> tuple[float, list[float]]:
     for batch in batches:
         step(batch)
         clock.mark()
+    clock.close()
     epoch_s = wall(clock.device) - t0
     return epoch_s, clock.intervals()
