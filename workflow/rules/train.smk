@@ -23,5 +23,8 @@ rule train:
         slurm_extra="--exclusive" if SLURM["exclusive"] else "",
     params:
         device=lambda wc: devs.unslug(wc.device),
+        # A warm worker only where jobs run on this machine (see mnistbench/worker.py).
+        warm=config["warm_worker"] and workflow.local_exec and not workflow.remote_exec,
+        socket="results/.trainer.sock",
     script:
         "../scripts/train.py"

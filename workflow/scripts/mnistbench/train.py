@@ -7,8 +7,6 @@ Runs inside the Snakemake `train` rule, or alone on any machine with torch:
 """
 
 import argparse
-import csv
-import json
 import math
 import os
 import socket
@@ -19,6 +17,7 @@ from pathlib import Path
 import torch
 
 from mnistbench import BenchError, devices, env, model, timing
+from mnistbench.records import COLUMNS, write_outputs
 from mnistbench.data import load_tensors
 from mnistbench.modes import MODES, Unsupported, exists
 
@@ -34,14 +33,6 @@ DEFAULTS = dict(
     model=dict(loss="cross_entropy", init="default", lr=0.1, amp_dtype="float16"),
 )
 
-COLUMNS = [
-    "host", "device", "device_name", "mode", "batch_size", "repeat", "status", "message",
-    "epochs", "train_samples", "steps", "warmup_steps", "timed_steps",
-    "step_time_median_s", "step_time_q1_s", "step_time_q3_s", "samples_per_s",
-    "setup_s", "first_epoch_s", "steady_epoch_s", "total_train_s",
-    "final_loss", "test_loss", "test_accuracy", "time_to_target_s",
-    "loss", "init", "lr", "seed", "threads", "torch_version",
-]  # fmt: skip
 
 
 def seed_of(cfg: dict, repeat: int, epoch: int = 0) -> int:
@@ -156,21 +147,6 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     if not math.isfinite(final_loss):
         return "diverged", f"training loss is {final_loss}; lower model.lr"
     return "ok", f"{batch_size / med:.0f} samples/s"
-
-
-def write_outputs(row, record, csv_path, json_path=None):
-    """Write to temporary files, then rename: an interrupted job leaves no half-written output."""
-    csv_path = Path(csv_path)
-    tmp = csv_path.with_name(csv_path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerow(row)
-    if json_path:
-        jtmp = Path(str(json_path) + ".tmp")
-        jtmp.write_text(json.dumps(record, default=str))
-        os.replace(jtmp, json_path)
-    os.replace(tmp, csv_path)
 
 
 def main(argv=None):
