@@ -17,6 +17,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/profile.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -25,4 +26,8 @@ rule all:
     input:
         "results/summary/runs.csv",
         "results/summary/summary.csv",
-        "results/figures/throughput.png",
+        "results/summary/fits.csv",
+        "results/summary/crossover.csv",
+        "results/summary/speedup.csv",
+        "results/summary.md",
+        expand("results/figures/{name}.png", name=FIGURES),

@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO
 
 TINY = {
-    "harness_check.py": ["--batch-sizes", "1", "64", "--samples", "512", "--min-run-time", "0.05"],
+    "harness_check.py": ["--batch-sizes", "1", "64", "--samples", "512", "--min-run-time", "0.05", "--rounds", "2"],
     "speed_bs1.py": ["--samples", "64", "--min-time", "0.02", "--modes", "seed", "manual", "numpy"],
     "roofline.py": ["--batch-size", "256", "--batches", "2", "--matmul", "256", "--min-time", "0.05",
                     "--modes", "module", "manual"],  # fmt: skip

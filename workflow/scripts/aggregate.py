@@ -2,4 +2,5 @@ from mnistbench import aggregate
 from mnistbench.jobs import job
 
 with job(snakemake) as log:
-    aggregate.run(snakemake.input.rows, snakemake.input.envs, snakemake.params.left_out, snakemake.output, log=log)
+    i = snakemake.input
+    aggregate.run(i.rows, i.envs, i.transfer, i.merged, snakemake.params.left_out, snakemake.output, log=log)

@@ -2,5 +2,5 @@ from mnistbench import figures
 from mnistbench.jobs import job
 
 with job(snakemake) as log:
-    figures.throughput(snakemake.input.summary, snakemake.input.runs, snakemake.output.throughput)
-    log(f"wrote {snakemake.output.throughput}")
+    p = snakemake.params
+    figures.render(snakemake.input, snakemake.output, dpi=p.dpi, style=p.style, target=p.target, log=log)

@@ -1,12 +1,20 @@
-"""Every run's CSV row into one table, and the per-combination summary (pandas)."""
+"""Every run's CSV row into one table, the per-combination summary, and the runs of other machines
+merged in by host (pandas)."""
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pandas as pd
 
 KEYS = ["host", "device", "mode", "batch_size"]
+# Tables that travel between machines: each file name is the same in every results/summary/.
+TABLES = ("runs", "epochs", "environment", "transfer")
+ENV_COLUMNS = [
+    "host", "device", "device_name", "cpu_model", "cores", "threads", "python", "torch", "torchvision",
+    "cuda", "cudnn", "platform", "env", "git_commit", "config_hash", "n_runs",
+]  # fmt: skip
 
 
 def write_csv(df: pd.DataFrame, path) -> None:
@@ -29,6 +37,70 @@ def load_epochs(env_files) -> pd.DataFrame:
             rows.append(dict({k: r[k] for k in KEYS + ["repeat"]}, **e))
     cols = KEYS + ["repeat", "epoch", "train_s", "cum_train_s", "test_loss", "test_accuracy"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def load_environment(env_files) -> pd.DataFrame:
+    """One row per host x device: what its timings depend on besides the code (the first run's
+    record; `n_runs` counts the runs behind it)."""
+    rows = {}
+    for f in env_files:
+        e = json.loads(Path(f).read_text())["environment"]
+        key = (e["host"], e["device"])
+        if key in rows:
+            rows[key]["n_runs"] += 1
+            continue
+        row = {c: e.get(c, "") for c in ENV_COLUMNS}
+        row["env"] = " ".join(f"{k}={v}" for k, v in (e.get("env") or {}).items())
+        row["n_runs"] = 1
+        rows[key] = row
+    return pd.DataFrame(list(rows.values()), columns=ENV_COLUMNS)
+
+
+def load_transfer(path, runs: pd.DataFrame) -> pd.DataFrame:
+    """The preload step's copy timings, keyed by host like every other table. Older transfer.csv
+    files have no host column: they belong to the machine that ran this workflow's jobs."""
+    t = pd.read_csv(path)
+    if "host" not in t.columns:
+        hosts = runs["host"].mode()
+        t.insert(0, "host", hosts.iloc[0] if len(hosts) else socket.gethostname())
+    return t
+
+
+def siblings(runs_csv) -> dict:
+    """Another machine's tables: its runs.csv and, when present, the epochs, environment and
+    transfer tables next to it (a copy of its results/summary/ folder)."""
+    folder = Path(runs_csv).parent
+    out = {"runs": pd.read_csv(runs_csv)}
+    for name in TABLES[1:]:
+        f = folder / f"{name}.csv"
+        if f.exists():
+            out[name] = pd.read_csv(f)
+    return out
+
+
+def merge_by_host(sources, log=print) -> dict:
+    """Merge tables from several machines. `sources` is [(label, {table: DataFrame})], this
+    machine first. Each host's rows come from the first source that has it, so a stale copy of
+    a host's results never mixes with a fresh run of the same host. Returns ({table: DataFrame},
+    {host: label of its source})."""
+    owner = {}  # host -> label of the source its rows come from
+    merged = {name: [] for name in TABLES}
+    for label, tables in sources:
+        hosts = sorted(set(tables["runs"]["host"]))
+        new = [h for h in hosts if h not in owner]
+        for h in hosts:
+            if h in owner:
+                log(f"host {h} in {label} skipped: already taken from {owner[h]}")
+            else:
+                owner[h] = label
+        for name, df in tables.items():
+            if "host" in df.columns:
+                merged[name].append(df[df["host"].isin(new)])
+    out = {}
+    for name, frames in merged.items():
+        frames = [f for f in frames if len(f)]
+        out[name] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["host"])
+    return out, owner
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -56,13 +128,26 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return counts.join(stats, how="left").reset_index()
 
 
-def run(row_files, env_files, left_out, out, log=print) -> None:
+def run(row_files, env_files, transfer_csv, merge_files, left_out, out, log=print) -> None:
     runs = load_runs(row_files)
+    here = {
+        "runs": runs,
+        "epochs": load_epochs(env_files),
+        "environment": load_environment(env_files),
+        "transfer": load_transfer(transfer_csv, runs),
+    }
+    sources = [("this workflow", here)] + [(str(f), siblings(f)) for f in merge_files]
+    tables, owner = merge_by_host(sources, log=log)
+    runs = tables["runs"].sort_values(KEYS + ["repeat"], ignore_index=True)
     summary = summarise(runs)
     write_csv(runs, out.runs)
     write_csv(summary, out.summary)
-    write_csv(load_epochs(env_files), out.epochs)
+    write_csv(tables["epochs"], out.epochs)
+    write_csv(tables["environment"], out.environment)
+    write_csv(tables["transfer"], out.transfer)
     write_csv(pd.DataFrame(left_out, columns=["device", "mode", "reason"]), out.left_out)
+    for host, label in owner.items():
+        log(f"host {host}: from {label}")
     log(f"{len(runs)} runs ({(runs['status'] == 'ok').sum()} ok) in {len(summary)} combinations")
     for d, m, why in left_out:
         log(f"left out {d} x {m}: {why}")

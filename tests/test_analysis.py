@@ -1,0 +1,310 @@
+"""The why: fits, crossovers, speedups and the DataLoader's share on synthetic timings made from
+known numbers; degenerate inputs; merging machines; the profiler's split of a step; and the
+pipeline's report, regenerated without retraining."""
+
+import math
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from conftest import REPO, tiny_config
+
+from mnistbench import aggregate, analysis, profiling
+
+GRID = [1, 4, 16, 64, 256, 1024, 4096]  # a batch-size step is a factor of 4
+CFG = dict(devices="auto", modes=["manual", "module"], batch_sizes=GRID, repeats=3, train_samples=8192, epochs=2,
+           target_accuracy=0.9)  # fmt: skip
+
+
+def synthetic_runs(truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host="h1") -> pd.DataFrame:
+    """One row per run, step time = (a + b·B)·lognormal noise; truth = {(device, mode): (a_us, b_us)}."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (device, mode), (a, b) in truth.items():
+        for bs in sizes:
+            for r in range(repeats):
+                t = (a + b * bs) * 1e-6 * math.exp(rng.normal(0, noise))
+                rows.append(dict(host=host, device=device, device_name=device.upper(), mode=mode, batch_size=bs,
+                                 repeat=r, status="ok", step_time_median_s=t, samples_per_s=bs / t,
+                                 test_accuracy=0.5, time_to_target_s="", final_loss=1.0))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def transfer_table(host="h1", cuda=True) -> pd.DataFrame:
+    rows = []
+    targets = [("cpu", "pageable", 2e-6, 20e9)] + ([("cuda", "pageable", 10e-6, 6e9), ("cuda", "pinned", 8e-6, 24e9)] if cuda else [])
+    for device, memory, lat, bw in targets:
+        for n in (1, 64, 4096, 60000):
+            nbytes = n * 3136
+            s = lat + nbytes / bw
+            rows.append(dict(host=host, device=device, memory=memory, samples=n, bytes=nbytes, seconds=s, gb_per_s=nbytes / s / 1e9))
+    return pd.DataFrame(rows)
+
+
+def analyse(runs, transfer=None, prof=None):
+    transfer = transfer_table(cuda=False) if transfer is None else transfer
+    prof = pd.DataFrame(columns=["host", "mode", "status"]) if prof is None else prof
+    env = pd.DataFrame([dict(host="h1", device="cpu", device_name="CPU", cores=2, threads=2, python="3.11", torch="2",
+                             cuda="", platform="linux")])  # fmt: skip
+    return analysis.analyse(runs, transfer, prof, env, CFG)
+
+
+# --- the fit ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("a, b", [(50.0, 1.0), (300.0, 0.1), (8.0, 0.02)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fit_recovers_a_and_b_within_5_percent(a, b, seed):
+    runs = synthetic_runs({("cpu", "module"): (a, b)}, seed=seed)
+    f = analysis.fits(runs).iloc[0]
+    assert f.a_us == pytest.approx(a, rel=0.05) and f.b_us == pytest.approx(b, rel=0.05)
+    assert f.quality == "good" and f.n_batch_sizes == len(GRID) and f.note == ""
+
+
+def test_fit_shrugs_off_an_outlier():
+    runs = synthetic_runs({("cpu", "module"): (50.0, 1.0)}, seed=3)
+    runs.loc[(runs.batch_size == 16) & (runs.repeat == 0), "step_time_median_s"] *= 5  # one run hit by a hiccup
+    f = analysis.fits(runs).iloc[0]
+    assert f.a_us == pytest.approx(50.0, rel=0.05) and f.b_us == pytest.approx(1.0, rel=0.05)
+
+
+def test_crossover_within_one_batch_size_step_and_speedups():
+    cpu, gpu = (40.0, 1.0), (300.0, 0.1)  # the GPU wins above (300 - 40) / (1 - 0.1) = 289
+    truth = (gpu[0] - cpu[0]) / (cpu[1] - gpu[1])
+    runs = synthetic_runs({("cpu", "module"): cpu, ("cuda", "module"): gpu, ("cpu", "manual"): (10.0, 0.8)})
+    tables, found = analyse(runs, transfer_table())
+    c = tables["crossover"]
+    assert len(c) == 1  # no cuda run of manual: nothing to compare, no row
+    c = c.iloc[0]
+    assert c.verdict == "slower below, faster above" and c.fit_agrees
+    assert abs(math.log(c.crossover_batch_size / truth)) <= math.log(4)
+    assert c.measured_last_slower == 256 and c.measured_first_faster == 1024
+    s = tables["speedup"]
+    dev = s[s.kind == "device"].set_index("batch_size")["speedup"]
+    assert list(dev.index) == GRID
+    for bs_, sp in dev.items():
+        assert sp == pytest.approx((cpu[0] + cpu[1] * bs_) / (gpu[0] + gpu[1] * bs_), rel=0.1)
+    # The mode ladder: every mode over the reference (here module; seed did not run) on each device.
+    lad = s[s.kind == "mode"]
+    assert set(lad.baseline_mode) == {"module"} and set(lad["mode"]) == {"module", "manual"}
+    text = " ".join(found["h1"])
+    assert "cuda is slower than cpu below batch size" in text and "module" in text
+
+
+def test_crossover_verdicts_for_lines_that_do_not_cross():
+    assert analysis._fit_crossover(10, 0.5, 40, 1.0)["verdict"] == "faster at every batch size"
+    assert analysis._fit_crossover(300, 1.5, 40, 1.0)["verdict"] == "slower at every batch size"
+    r = analysis._fit_crossover(10, 2.0, 40, 1.0)
+    assert r["verdict"] == "faster below, slower above" and r["crossover_batch_size"] == pytest.approx(30)
+
+
+# --- degenerate inputs --------------------------------------------------------------------------
+
+
+def test_one_batch_size_gives_a_note_not_a_crash():
+    runs = synthetic_runs({("cpu", "module"): (50.0, 1.0), ("cpu", "dataloader"): (80.0, 1.2)}, sizes=[64])
+    tables, found = analyse(runs)
+    f = tables["fits"]
+    assert f.a_us.isna().all() and f.note.str.contains("only batch size 64 ran").all()
+    assert any("only batch size 64" in n for n in found[None])
+    pages = analysis.rst_pages(tables, found, CFG)
+    assert "only batch size 64" in pages["answer"] and "DataLoader transfer share" in pages["answer"]
+    assert "only batch size 64" in analysis.summary_md(found, CFG, tables["environment"])
+
+
+def test_all_failed_runs_give_a_note_not_a_crash():
+    runs = synthetic_runs({("cpu", "module"): (50.0, 1.0)}, sizes=[16, 256], repeats=1)
+    runs["status"] = "oom"
+    runs["step_time_median_s"] = np.nan
+    tables, found = analyse(runs)
+    assert tables["fits"].note.str.contains("no successful run").all()
+    assert tables["speedup"].empty and tables["crossover"].empty and tables["dataloader"].empty
+    assert found[None] and "No run succeeded" in found[None][0]
+    pages = analysis.rst_pages(tables, found, CFG)
+    assert "No run succeeded" in pages["answer"]
+    assert "nothing to fit" in analysis.summary_md(found, CFG, tables["environment"])
+
+
+def test_cpu_only_states_overhead_per_sample_cost_and_dataloader_share():
+    runs = synthetic_runs({("cpu", "module"): (50.0, 1.0), ("cpu", "dataloader"): (90.0, 1.5), ("cpu", "seed"): (120, 3.0)})
+    tables, found = analyse(runs)
+    assert tables["crossover"].empty
+    text = " ".join(found["h1"])
+    assert "Only the cpu ran on h1" in text
+    dl = tables["dataloader"].set_index("batch_size")
+    # Known lines: the DataLoader adds 40 + 0.5·B µs to a step of 90 + 1.5·B.
+    for b in GRID:
+        assert dl.loc[b, "extra_share"] == pytest.approx((40 + 0.5 * b) / (90 + 1.5 * b), abs=0.05)
+        assert 0 < dl.loc[b, "copy_us"] < dl.loc[b, "dataloader_step_us"]
+    answer = analysis.rst_pages(tables, found, CFG)["answer"]
+    assert "no GPU crossover" in answer and "DataLoader transfer share" in answer
+    for mode in ("module", "dataloader", "seed"):
+        assert f"     - {mode}\n" in answer  # a row of the fits table for every mode
+    assert "50 µs" in answer and "1 µs" in answer  # module's a and b, as fitted
+
+
+def test_bandwidth_pinned_vs_pageable():
+    bw = analysis.bandwidth(transfer_table()).set_index(["device", "memory"])
+    assert bw.loc[("cuda", "pinned"), "fit_gb_per_s"] == pytest.approx(24, rel=0.02)
+    assert bw.loc[("cuda", "pinned"), "latency_us"] == pytest.approx(8, rel=0.05)
+    assert bw.loc[("cuda", "pinned"), "pinned_over_pageable"] > 3
+    assert math.isnan(bw.loc[("cpu", "pageable"), "pinned_over_pageable"])
+
+
+# --- many machines, one report ------------------------------------------------------------------
+
+
+def test_merge_by_host_first_source_wins(tmp_path):
+    here = {"runs": synthetic_runs({("cpu", "module"): (50.0, 1.0)}, sizes=[16], repeats=1, host="a")}
+    other = synthetic_runs({("cpu", "module"): (60.0, 1.0), ("cuda", "module"): (300, 0.1)}, sizes=[16], repeats=1, host="a")
+    other = pd.concat([other, synthetic_runs({("cuda", "module"): (200, 0.1)}, sizes=[16], repeats=1, host="b")])
+    (tmp_path / "m").mkdir()
+    other.to_csv(tmp_path / "m/runs.csv", index=False)
+    transfer_table(host="b").to_csv(tmp_path / "m/transfer.csv", index=False)
+    tables, owner = aggregate.merge_by_host([("here", here), ("m", aggregate.siblings(tmp_path / "m/runs.csv"))], log=lambda m: None)
+    assert owner == {"a": "here", "b": "m"}
+    runs = tables["runs"]
+    assert set(zip(runs.host, runs.device)) == {("a", "cpu"), ("b", "cuda")}  # a's stale cuda row is not mixed in
+    assert set(tables["transfer"].host) == {"b"}
+
+
+# --- the profiler's split of a step -------------------------------------------------------------
+
+
+def test_profiler_splits_steps_and_counts_ops():
+    g = torch.Generator().manual_seed(0)
+    tensors = {"train_x": torch.rand(100, 784, generator=g), "train_y": torch.randint(0, 10, (100,), generator=g)}
+    cfg = dict(seed=0, model=dict(init="default", loss="cross_entropy", lr=0.1, amp_dtype="float16"))
+    rows = {m: profiling.profile_one(cfg, tensors, "cpu", m, 16, steps=3, warmup=1) for m in ("module", "manual", "numpy", "seed")}
+    m = rows["module"]
+    assert m["split"] == "autograd phases" and min(m["forward_us"], m["backward_us"], m["optimizer_us"]) > 0
+    assert m["whole_us"] == 0 and m["wait_us"] == 0 and m["fwd_bwd_us"] == 0
+    assert rows["manual"]["split"] == "hand-written backward" and rows["manual"]["fwd_bwd_us"] > 0
+    assert rows["seed"]["split"] == "not separable" and rows["seed"]["whole_us"] > 0
+    assert m["ops_step"] > 10 and rows["numpy"]["ops_step"] == 0  # numpy dispatches no torch op
+    assert rows["seed"]["ops_step"] > rows["manual"]["ops_step"]  # the beginner's code dispatches more
+    assert math.isnan(m["launches"])  # nothing is launched on a cpu
+    for r in rows.values():
+        assert r["step_us_plain"] > 0 and r["step_us_profiled"] > 0
+
+
+# --- the pipeline: report contents, and figures regenerated without retraining ------------------
+
+FIGURES = ["throughput", "speedup", "breakdown", "ops", "accuracy", "bandwidth"]
+JOB = re.compile(r"^(?:local)?rule (\w+):", re.M)
+
+
+def jobs(proc) -> list:
+    return sorted(JOB.findall(proc.stdout + proc.stderr))
+
+
+def run_copy(repo, wd, cfg, *args):
+    """snakemake on the Snakefile of a copy of the workflow (the test edits the copy's code)."""
+    wd.mkdir(parents=True, exist_ok=True)
+    (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "--directory", str(wd),
+           "--configfile", str(wd / "config.yaml"), "--cores", "2", *args]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=wd, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, f"snakemake failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def small_run(mirror, tmp_path_factory):
+    """The pipeline, cpu only, three modes and three batch sizes, from a copy of the workflow."""
+    url, md5 = mirror
+    repo = tmp_path_factory.mktemp("repo")
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("Snakefile", "environment.yml", "workflow", "config", "profiles"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, repo / name, ignore=skip)
+        elif src.exists():
+            shutil.copy2(src, repo / name)
+    wd = tmp_path_factory.mktemp("report")
+    cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual", "module", "dataloader"], batch_sizes=[4, 16, 64])
+    run_copy(repo, wd, cfg)
+    run_copy(repo, wd, cfg, "--report", "results/report.html")
+    return repo, wd, cfg
+
+
+@pytest.mark.slow
+def test_report_has_every_figure_and_states_the_answer(small_run):
+    _, wd, cfg = small_run
+    html = (wd / "results/report.html").read_text(errors="replace")
+    for name in FIGURES:
+        assert f"{name}.png" in html
+    for cat in ("Throughput", "Speedup", "Breakdown", "Accuracy", "Data transfer", "Environment"):
+        assert cat in html
+    fits = pd.read_csv(wd / "results/summary/fits.csv")
+    assert set(fits["mode"]) == set(cfg["modes"]) and fits.a_us.notna().all() and fits.b_us.notna().all()
+    # The workflow page: the answer, the fixed cost and cost per sample of every mode, the
+    # DataLoader transfer share, the environment.
+    assert "The answer for this run" in html and "fixed cost a per step" in html
+    assert "DataLoader transfer share" in html and "no GPU crossover" in html
+    assert "Environment of every host" in html and "Problems with" not in html and "system-message" not in html
+    md = (wd / "results/summary.md").read_text()
+    assert "fixed" in md and "DataLoader on cpu at batch 4" in md
+    dl = pd.read_csv(wd / "results/summary/dataloader.csv")
+    assert list(dl.batch_size) == cfg["batch_sizes"] and dl.extra_share.notna().all()
+    prof = pd.read_csv(wd / "results/summary/profile.csv")
+    assert set(prof.batch_size) == {4, 64} and (prof.status == "ok").all()
+    for name in ("fits", "crossover", "speedup"):
+        assert (wd / f"results/summary/{name}.csv").exists()
+
+
+@pytest.mark.slow
+def test_figures_regenerate_without_retraining(small_run):
+    repo, wd, cfg = small_run
+    trained = sorted((wd / "results/runs").rglob("*.csv")) + [wd / "results/profile/cpu.csv"]
+    before = {p: p.stat().st_mtime_ns for p in trained}
+    png = wd / "results/figures/throughput.png"
+    # A plotting option: only the figures rule reruns.
+    size = png.stat().st_size
+    cfg = dict(cfg, figures=dict(dpi=60))
+    assert jobs(run_copy(repo, wd, cfg)) == ["all", "figures"]
+    assert png.stat().st_size < size  # drawn again, at the lower dpi
+    # An edit of the figure code (in the package the thin script imports): again only figures.
+    mtime = png.stat().st_mtime_ns
+    code = repo / "workflow/scripts/mnistbench/figures.py"
+    code.write_text(code.read_text() + "\n# an edit\n")
+    assert jobs(run_copy(repo, wd, cfg, "-n")) == ["all", "figures"]
+    assert jobs(run_copy(repo, wd, cfg)) == ["all", "figures"]
+    assert png.stat().st_mtime_ns > mtime
+    assert {p: p.stat().st_mtime_ns for p in trained} == before  # no train or profile job ran
+    # Then the report again, from the regenerated figures.
+    run_copy(repo, wd, cfg, "--report", "results/report2.html")
+    assert "throughput.png" in (wd / "results/report2.html").read_text(errors="replace")
+
+
+@pytest.mark.slow
+def test_merge_another_machine_by_host(small_run, tmp_path):
+    """Another machine's results/summary (here: this run's, renamed to host gpu-box and given cuda
+    rows) merged through `merge_runs`: one report, both hosts; no train job reruns."""
+    repo, wd, cfg = small_run
+    other = tmp_path / "gpu-box"
+    other.mkdir()
+    runs = pd.read_csv(wd / "results/summary/runs.csv").assign(host="gpu-box")
+    cuda = runs.assign(device="cuda", device_name="Fake GPU")
+    cuda["step_time_median_s"] = 200e-6 + 0.05e-6 * cuda["batch_size"]  # a GPU-like line: big a, tiny b
+    pd.concat([runs, cuda]).to_csv(other / "runs.csv", index=False)
+    for name in ("epochs", "environment", "transfer", "profile"):
+        pd.read_csv(wd / f"results/summary/{name}.csv").assign(host="gpu-box").to_csv(other / f"{name}.csv", index=False)
+    trained = {p: p.stat().st_mtime_ns for p in (wd / "results/runs").rglob("*.csv")}
+    proc = run_copy(repo, wd, dict(cfg, merge_runs=[str(other / "runs.csv")]))
+    assert "train" not in jobs(proc) and "profile" not in jobs(proc) and "aggregate" in jobs(proc)
+    assert {p: p.stat().st_mtime_ns for p in trained} == trained
+    merged = pd.read_csv(wd / "results/summary/runs.csv")
+    assert "gpu-box" in set(merged.host) and len(set(merged.host)) == 2
+    cross = pd.read_csv(wd / "results/summary/crossover.csv")
+    assert set(cross.host) == {"gpu-box"} and set(cross["mode"]) == set(cfg["modes"])
+    assert set(pd.read_csv(wd / "results/summary/environment.csv").host) == set(merged.host)
+    assert set(pd.read_csv(wd / "results/summary/profile.csv").host) == set(merged.host)
+    md = (wd / "results/summary.md").read_text()
+    assert "## gpu-box" in md and "cuda" in md

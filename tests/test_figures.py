@@ -1,0 +1,246 @@
+"""Each figure is checked for what it shows (panels, axis labels, legend entries, lines, cells, bars),
+with an accelerator in the data, with only a cpu, with several hosts, and with nothing to plot."""
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from test_analysis import GRID, synthetic_runs, transfer_table
+
+from mnistbench import analysis, figures
+
+MODES = ["manual", "module", "dataloader"]
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def runs_for(devices=("cpu", "cuda"), hosts=("h1",)) -> pd.DataFrame:
+    truth = {}
+    for d in devices:
+        for i, m in enumerate(MODES):
+            truth[(d, m)] = (300.0 + 20 * i, 0.1) if d == "cuda" else (40.0 + 20 * i, 1.0)
+    return pd.concat([synthetic_runs(truth, host=h, seed=k) for k, h in enumerate(hosts)], ignore_index=True)
+
+
+def epochs_for(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, r in runs.iterrows():
+        for e in (1, 2):
+            rows.append(dict(host=r.host, device=r.device, mode=r["mode"], batch_size=r.batch_size, repeat=r["repeat"],
+                             epoch=e, cum_train_s=e * r.step_time_median_s * 100, test_accuracy=0.4 * e))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def profile_for(devices=("cpu", "cuda"), sizes=(1, 4096)) -> pd.DataFrame:
+    rows = []
+    for d in devices:
+        for m in MODES + ["seed", "numpy"]:
+            if d == "cuda" and m == "numpy":
+                continue
+            for b in sizes:
+                row = dict(host="h1", device=d, mode=m, batch_size=b, status="ok", step_us_plain=100.0, step_us_profiled=150.0,
+                           transfer_us=5.0, forward_us=0.0, backward_us=0.0, fwd_bwd_us=0.0, optimizer_us=0.0, whole_us=0.0,
+                           wait_us=20.0 if d == "cuda" else 0.0, ops_step=40.0, ops_batch=3.0, aten_calls=120.0,
+                           launches=30.0 if d == "cuda" else math.nan, kernels=30.0 if d == "cuda" else math.nan)  # fmt: skip
+                if m in ("module", "dataloader"):
+                    row.update(forward_us=40.0, backward_us=50.0, optimizer_us=20.0)
+                elif m in ("manual", "numpy"):
+                    row.update(fwd_bwd_us=60.0, optimizer_us=10.0)
+                else:
+                    row.update(whole_us=120.0)
+                if m == "dataloader":
+                    row.update(transfer_us=30.0 + b, ops_batch=2.0 * b + 3)
+                if m == "numpy":
+                    row.update(ops_step=0.0, ops_batch=0.0)
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def legend_texts(fig) -> set:
+    texts = set()
+    for ax in fig.axes:
+        if ax.get_legend():
+            texts |= {t.get_text() for t in ax.get_legend().get_texts()}
+    for leg in fig.legends:
+        texts |= {t.get_text() for t in leg.get_texts()}
+    return texts
+
+
+def is_note(fig) -> bool:
+    return len(fig.axes) == 1 and not fig.axes[0].axison and fig.axes[0].texts
+
+
+# 1 throughput ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("devices", [("cpu", "cuda"), ("cpu",)])
+def test_throughput_lines_fits_and_legend(devices):
+    runs = runs_for(devices)
+    fig = figures.throughput(runs, analysis.fits(runs))
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "batch size" and ax.get_ylabel().startswith("samples / s")
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    fits = [line for line in ax.lines if line.get_gid() == "fit"]
+    assert len(fits) == len(devices) * len(MODES)
+    measured = [line for line in ax.lines if line.get_gid() != "fit" and len(line.get_xdata()) == len(GRID)]
+    assert len(measured) == len(devices) * len(MODES)
+    assert set(MODES) | {"fit: B / (a + b·B)"} <= legend_texts(fig)
+    if len(devices) > 1:
+        assert set(devices) <= legend_texts(fig)
+    else:  # one device: colour goes to the mode, the device to the title
+        assert ax.get_title() == "Training throughput by mode on cpu"
+        assert len({line.get_color() for line in fits}) == len(MODES)
+    assert [int(t) for t in ax.get_xticks()] == GRID
+
+
+def test_throughput_one_panel_per_host():
+    runs = runs_for(hosts=("h1", "h2"))
+    fig = figures.throughput(runs, analysis.fits(runs))
+    assert len(fig.axes) == 2 and {ax.get_title().split("— ")[-1] for ax in fig.axes} == {"h1", "h2"}
+
+
+# 2 speedup ---------------------------------------------------------------------------------------
+
+
+def heat_cells(ax) -> int:
+    return ax.collections[0].get_array().size
+
+
+def test_speedup_heatmap_accelerator_over_cpu():
+    fig = figures.speedup(analysis.speedup(runs_for()))
+    heat = [ax for ax in fig.axes if ax.get_title()]
+    assert len(heat) == 1 and heat[0].get_title() == "cuda over cpu, same mode"
+    ax = heat[0]
+    assert heat_cells(ax) == len(MODES) * len(GRID)
+    assert ax.get_xlabel() == "batch size" and ax.get_ylabel() == "mode"
+    assert [t.get_text() for t in ax.get_yticklabels()] == sorted(MODES)
+    annotations = [t.get_text() for t in ax.texts]
+    assert len(annotations) == len(MODES) * len(GRID) and all(a.endswith("×") for a in annotations)
+
+
+def test_speedup_heatmap_cpu_only_shows_the_mode_ladder():
+    fig = figures.speedup(analysis.speedup(runs_for(("cpu",))))
+    (ax,) = [ax for ax in fig.axes if ax.get_title()]
+    assert ax.get_title() == "each mode over module, cpu"
+    assert heat_cells(ax) == len(MODES) * len(GRID)
+
+
+# 3 breakdown -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("devices", [("cpu", "cuda"), ("cpu",)])
+def test_breakdown_panels_bars_and_phases(devices):
+    prof = profile_for(devices)
+    fig = figures.breakdown(prof)
+    assert len(fig.axes) == 2 * len(devices)  # small and large batch per device, no empty panel
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "µs per step (profiled)" and ax.get_title() == "cpu, batch 1"
+    labels = legend_texts(fig)
+    assert {"transfer (next batch)", "forward", "backward", "optimizer", "forward+backward (hand-written)",
+            "whole step (not separable)"} <= labels  # fmt: skip
+    assert ("device wait" in labels) == ("cuda" in devices)  # nothing to wait for on a cpu
+    n_modes = len(MODES) + 2
+    assert len(ax.patches) == n_modes * len(labels)  # one segment per mode and phase shown
+    assert [t.get_text() for t in ax.get_yticklabels()] == sorted(MODES + ["seed", "numpy"])
+
+
+# 4 accuracy --------------------------------------------------------------------------------------
+
+
+def test_accuracy_panels_lines_and_target():
+    runs = runs_for()
+    runs = runs[runs.batch_size.isin([16, 256])]
+    fig = figures.accuracy(epochs_for(runs), runs, target=0.9)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == ["batch 16", "batch 256"]
+    ax = axes[0]
+    assert ax.get_xlabel().startswith("training time") and ax.get_ylabel() == "test accuracy"
+    curves = [line for line in ax.lines if len(line.get_xdata()) == 2 and list(line.get_ydata()) != [0.9, 0.9]]
+    assert len(curves) == len(MODES) * 2  # device x mode, one point per epoch
+    assert any(line.get_linestyle() == "--" and list(line.get_ydata()) == [0.9, 0.9] for line in ax.lines)
+    assert set(MODES) | {"cpu", "cuda", "target 0.9"} <= legend_texts(fig)
+
+
+def test_accuracy_ignores_failed_runs():
+    runs = runs_for(("cpu",))
+    runs = runs[runs.batch_size == 16].copy()
+    epochs = epochs_for(runs)
+    runs.loc[runs["mode"] == "manual", "status"] = "diverged"
+    fig = figures.accuracy(epochs, runs, target=0.9)
+    assert "manual" not in legend_texts(fig)
+
+
+# 5 bandwidth -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cuda", [True, False])
+def test_bandwidth_lines_and_legend(cuda):
+    fig = figures.bandwidth(transfer_table(cuda=cuda))
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "bytes per copy" and ax.get_ylabel().startswith("GB / s")
+    data_lines = [line for line in ax.lines if len(line.get_xdata()) == 4]
+    assert len(data_lines) == (3 if cuda else 1)
+    texts = legend_texts(fig)
+    assert "cpu (host memcpy)" in texts and ("pinned" in texts) == cuda and ("cuda" in texts) == cuda
+
+
+# 6 ops -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("devices", [("cpu", "cuda"), ("cpu",)])
+def test_ops_bars_per_mode(devices):
+    fig = figures.ops(profile_for(devices))
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    rows = 2 if "cuda" in devices else 1  # kernel launches only where something launches kernels
+    assert len(axes) == 2 * rows
+    assert [ax.get_ylabel() for ax in axes][:: 2] == ["torch ops per step", "kernel launches per step"][:rows]
+    ax = axes[1]  # the large batch: the DataLoader's per-sample indexing shows
+    modes = [t.get_text() for t in ax.get_xticklabels()]
+    assert modes == sorted(MODES + ["seed", "numpy"])
+    heights = {}
+    for container, label in zip(ax.containers, [t.get_text() for t in ax.get_legend().get_texts()]):
+        for mode, bar in zip(modes, container):
+            heights[(label, mode)] = bar.get_height()
+    assert heights[("cpu", "dataloader")] == 40 + 2 * 4096 + 3 and heights[("cpu", "numpy")] == 0
+    assert set(devices) <= legend_texts(fig)
+
+
+# nothing to plot -----------------------------------------------------------------------------------
+
+
+def test_every_figure_says_so_when_there_is_nothing_to_plot():
+    runs = runs_for(("cpu",))
+    runs["status"] = "oom"
+    empty_prof = pd.DataFrame(columns=profile_for().columns)
+    spd = analysis.speedup(runs)
+    for fig in (
+        figures.throughput(runs, analysis.fits(runs)),
+        figures.speedup(spd),
+        figures.breakdown(empty_prof),
+        figures.ops(empty_prof),
+        figures.accuracy(epochs_for(runs), runs, 0.9),
+        figures.bandwidth(transfer_table().iloc[0:0]),
+    ):
+        assert is_note(fig), [ax.get_title() for ax in fig.axes]
+
+
+def test_render_writes_every_png(tmp_path):
+    runs = runs_for()
+    tables = {"runs": runs, "epochs": epochs_for(runs[runs.batch_size == 16]), "transfer": transfer_table(),
+              "fits": analysis.fits(runs), "speedup": analysis.speedup(runs), "profile": profile_for()}  # fmt: skip
+    inp = {}
+    for name, df in tables.items():
+        inp[name] = tmp_path / f"{name}.csv"
+        df.to_csv(inp[name], index=False)
+    out = {name: tmp_path / f"{name}.png" for name in ("throughput", "speedup", "breakdown", "ops", "accuracy", "bandwidth")}
+    figures.render(inp, out, dpi=50, target=0.9, log=lambda m: None)
+    for path in out.values():
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(tmp_path.glob("*.tmp*"))
+    assert np.all([p.stat().st_size > 5000 for p in out.values()])

@@ -1,0 +1,33 @@
+# Where a step's time goes and how many ops it dispatches: torch.profiler on a few steps of every
+# mode of a device, at the smallest and the largest batch size. It needs nothing from the train
+# jobs (only the preloaded tensors), and it takes the same `timed_jobs` slot as a train job, so it
+# never runs while a timed run is being measured (the profiler loads the cpu and the GPU).
+PROFILED = [d for d in DEVICES if any(p == d for p, _ in PAIRS)]
+
+
+rule profile:
+    input:
+        tensors="results/preload/mnist.pt",
+        code=str(Path(workflow.basedir) / "workflow/scripts/mnistbench/profiling.py"),
+    output:
+        "results/profile/{device}.csv",
+    log:
+        "logs/profile/{device}.log",
+    wildcard_constraints:
+        device=r"cpu|mps|cuda\d*",
+    conda:
+        "../../environment.yml"
+    threads: train_threads()
+    resources:
+        timed_jobs=1,
+        gpu=train_gpus,
+        gpu_model=train_gpu_model,
+        slurm_partition=train_partition,
+        slurm_account=SLURM["account"],
+        slurm_extra="--exclusive" if SLURM["exclusive"] else "",
+    params:
+        device=lambda wc: devs.unslug(wc.device),
+        modes=lambda wc: [m for d, m in PAIRS if devs.slug(d) == wc.device],
+        batch_sizes=sorted({min(BATCH_SIZES), max(BATCH_SIZES)}),
+    script:
+        "../scripts/profile_steps.py"

@@ -1,0 +1,206 @@
+"""Where the time of one training step goes, and how many ops it dispatches (torch.profiler).
+
+A few steps of every mode on one device, at the smallest and the largest batch size of the grid.
+Never inside a timed run: the profiler adds a cost to every op it records, so these numbers
+explain the timings of the train rule, they do not replace them. Each row also carries the same
+steps timed without the profiler (`step_us_plain`), so the reader sees how much it added.
+
+How a step is split, as far as the code allows it honestly:
+- transfer: fetching the next batch (DataLoader collation and the host->device copy in
+  `dataloader`; slicing a tensor already on the device in the other modes).
+- with autograd (autograd, module, dataloader, amp): forward = step start to the first
+  backward node; backward = first to last autograd node; optimizer = torch.optim's own
+  zero_grad ranges + everything after the backward pass (SGD update, GradScaler).
+- with a hand-written `backward` method (manual, numpy): forward+backward = that method,
+  optimizer = the rest of the step (the in-place SGD update).
+- seed, compiled, cudagraph: one inseparable block ("whole step").
+- device wait: the synchronisation after the step, i.e. queued device work the cpu did not wait
+  for while issuing it (zero on cpu).
+Times are cpu-side wall clock of each range; on cuda that is the time to issue the work, and what
+the device still had to do shows up as device wait.
+"""
+
+import math
+import os
+import socket
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
+
+from mnistbench import devices, model
+from mnistbench.data import load_tensors
+from mnistbench.modes import MODES, Unsupported, exists
+
+PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]
+COLUMNS = (
+    ["host", "device", "device_name", "mode", "batch_size", "status", "message", "split", "steps"]
+    + ["step_us_plain", "step_us_profiled"]
+    + [f"{p}_us" for p in PHASES]
+    + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels", "threads", "torch_version"]
+)
+LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
+
+
+def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=5, log=print) -> list[dict]:
+    """One row per mode x batch size that can exist on `device`."""
+    devices.check(device)
+    threads = cfg["cpu_threads"] or os.cpu_count()
+    torch.set_num_threads(threads)
+    tensors = load_tensors(data_path, "cpu")
+    base = dict(host=socket.gethostname(), device=device, device_name=devices.name(device), threads=threads,
+                torch_version=torch.__version__)  # fmt: skip
+    with profile():  # the first profiler session of a process pays for its own start-up; not a step
+        torch.ones(1).add_(1)
+    rows = []
+    for mode in modes:
+        if not exists(mode, device):
+            continue
+        for b in sorted(set(batch_sizes)):
+            row = dict({c: "" for c in COLUMNS}, **base, mode=mode, batch_size=b, steps=steps)
+            try:
+                row.update(profile_one(cfg, tensors, device, mode, b, steps, warmup), status="ok")
+            except Unsupported as e:
+                row.update(status="unsupported", message=str(e))
+            except RuntimeError as e:  # includes torch.OutOfMemoryError
+                text = " ".join(str(e).split())[:200]
+                row.update(status="oom" if "out of memory" in text.lower() else "error", message=text)
+            log(f"{device} {mode} bs{b}: {row['status']} {row['message']} "
+                f"{row['step_us_plain'] and round(row['step_us_plain'])} us/step plain, "
+                f"{row['step_us_profiled'] and round(row['step_us_profiled'])} profiled")  # fmt: skip
+            rows.append(row)
+    return rows
+
+
+def batches_for(cfg, tensors, device, mode, b, n_batches):
+    """Data for n_batches batches, the training images repeated if the data set is smaller."""
+    need = b * n_batches
+    x, y = tensors["train_x"], tensors["train_y"]
+    reps = math.ceil(need / len(x))
+    x, y = x.repeat(reps, 1)[:need], y.repeat(reps)[:need]
+    home = "cpu" if mode == "dataloader" else device  # as in train: only `dataloader` feeds from host memory
+    data = {"x": x.to(home), "y": y.to(home), "t": F.one_hot(y, 10).float().to(home)}
+    return data, torch.arange(need).to(home)
+
+
+def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
+    m = cfg["model"]
+    params = model.init_params(m["init"], cfg["seed"])
+    trainer = MODES[mode](params, device, b, loss=m["loss"], lr=m["lr"], amp_dtype=m["amp_dtype"])
+    data, perm = batches_for(cfg, tensors, device, mode, b, 1 + warmup + 2 * steps)
+    batches = iter(trainer.epoch(data, perm))
+    trainer.setup(next(batches))  # compile / capture outside everything measured
+    if callable(getattr(trainer, "backward", None)):
+        # Hand-written modes compute forward and backward in one method: mark it, so the rest of
+        # the step (the SGD update) can be told apart. The instance attribute shadows the method.
+        inner = trainer.backward
+
+        def backward(*args, **kw):
+            with record_function("mnistbench::fwd_bwd"):
+                return inner(*args, **kw)
+
+        trainer.backward = backward
+    for _ in range(warmup):
+        trainer.step(next(batches))
+    devices.synchronize(device)
+
+    # The same kind of steps without the profiler: what the profiler's own cost is measured against.
+    plain = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        trainer.step(next(batches))
+        devices.synchronize(device)
+        plain.append(time.perf_counter() - t0)
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if devices.kind(device) == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            with record_function("mnistbench::batch"):
+                batch = next(batches)
+            with record_function("mnistbench::step"):
+                trainer.step(batch)
+            if devices.kind(device) != "cpu":  # on cpu there is nothing to wait for
+                with record_function("mnistbench::wait"):
+                    devices.synchronize(device)
+    out = split_steps(prof.events(), steps, cuda=devices.kind(device) == "cuda")
+    out["step_us_plain"] = statistics.median(plain) * 1e6
+    return out
+
+
+def _span(e):
+    return e.time_range.start, e.time_range.end
+
+
+def _is_top_aten(e) -> bool:
+    """An aten op the code itself asked for (not one dispatched from inside another aten op)."""
+    if not e.name.startswith("aten::"):
+        return False
+    p = e.cpu_parent
+    while p is not None:
+        if p.name.startswith("aten::"):
+            return False
+        p = p.cpu_parent
+    return True
+
+
+def split_steps(events, steps, cuda=False) -> dict:
+    """Per-phase medians (µs) over the profiled steps, and per-step op / launch counts."""
+    cpu = [e for e in events if str(getattr(e, "device_type", "")).endswith("CPU")]
+    by_name = lambda name: sorted((_span(e) for e in cpu if e.name == name))  # noqa: E731
+    step_r, batch_r, wait_r = by_name("mnistbench::step"), by_name("mnistbench::batch"), by_name("mnistbench::wait")
+    fb_r = by_name("mnistbench::fwd_bwd")
+    bwd_r = sorted(_span(e) for e in cpu if e.name.startswith("autograd::engine::evaluate_function"))
+    zero_r = sorted(_span(e) for e in cpu if e.name.startswith("Optimizer.zero_grad#"))
+    if len(step_r) != steps or len(batch_r) != steps or len(wait_r) not in (0, steps):
+        raise RuntimeError(f"profiler recorded {len(step_r)} of {steps} steps")
+
+    def inside(rs, lo, hi):
+        return [r for r in rs if r[0] >= lo and r[1] <= hi]
+
+    per = {p: [] for p in PHASES}
+    split = "not separable"
+    for i, (s0, s1) in enumerate(step_r):
+        total = s1 - s0
+        ph = dict.fromkeys(PHASES, 0.0)
+        bwd, fb = inside(bwd_r, s0, s1), inside(fb_r, s0, s1)
+        if bwd:
+            split = "autograd phases"
+            b0, b1 = min(r[0] for r in bwd), max(r[1] for r in bwd)
+            zero = sum(e - s for s, e in inside(zero_r, s0, b0))
+            ph.update(forward=b0 - s0 - zero, backward=b1 - b0, optimizer=(s1 - b1) + zero)
+        elif fb:
+            split = "hand-written backward"
+            inner = sum(e - s for s, e in fb)
+            ph.update(fwd_bwd=inner, optimizer=total - inner)
+        else:
+            ph["whole"] = total
+        ph["transfer"] = batch_r[i][1] - batch_r[i][0]
+        ph["wait"] = wait_r[i][1] - wait_r[i][0] if wait_r else 0.0
+        for p in PHASES:
+            per[p].append(ph[p])
+    out = {f"{p}_us": statistics.median(v) for p, v in per.items()}
+    totals = [per["transfer"][i] + (s1 - s0) + per["wait"][i] for i, (s0, s1) in enumerate(step_r)]
+    out["step_us_profiled"] = statistics.median(totals)
+    out["split"] = split
+
+    # Counts: ops the code dispatched inside the step and inside the batch fetch; every aten call
+    # including the nested ones; kernel launches (cuda runtime calls) and kernels run on the device.
+    def count(pred, ranges):
+        return sum(1 for e in cpu if pred(e) and any(lo <= e.time_range.start and e.time_range.end <= hi for lo, hi in ranges))
+
+    out["ops_step"] = count(_is_top_aten, step_r) / steps
+    out["ops_batch"] = count(_is_top_aten, batch_r) / steps
+    out["aten_calls"] = count(lambda e: e.name.startswith("aten::"), step_r + batch_r) / steps
+    windows = [(b[0], (w or s)[1]) for b, s, w in zip(batch_r, step_r, wait_r or [None] * steps)]
+    launches = count(lambda e: e.name in LAUNCH_NAMES, windows)
+    kernels = sum(
+        1
+        for e in events
+        if str(getattr(e, "device_type", "")).endswith("CUDA") and not e.name.lower().startswith(("memcpy", "memset"))
+    )
+    out["launches"] = launches / steps if cuda else float("nan")  # nothing to launch on cpu; mps: not recorded
+    out["kernels"] = kernels / steps if cuda else float("nan")
+    return out
