@@ -15,7 +15,7 @@ with job(snakemake) as log:
         log(f"measured host->{device} copies")
     tmp = snakemake.output.transfer + ".tmp"
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["device", "memory", "samples", "bytes", "seconds", "gb_per_s"])
+        w = csv.DictWriter(f, fieldnames=["host", "device", "memory", "samples", "bytes", "seconds", "gb_per_s"])
         w.writeheader()
         w.writerows(rows)
     os.replace(tmp, snakemake.output.transfer)

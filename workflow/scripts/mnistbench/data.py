@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import socket
 import statistics
 import tempfile
 import time
@@ -141,6 +142,7 @@ def measure_transfer(x: torch.Tensor, device: str, rows=(1, 64, 4096, None), rep
             nbytes = host.numel() * host.element_size()
             results.append(
                 dict(
+                    host=socket.gethostname(),
                     device=device,
                     memory=memory,
                     samples=src.shape[0],
