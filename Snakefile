@@ -21,6 +21,10 @@ include: "workflow/rules/profile.smk"
 include: "workflow/rules/report.smk"
 
 
+onstart:
+    check_devices_here()
+
+
 rule all:
     default_target: True
     input:

@@ -282,6 +282,10 @@ else
   rm -f "$MUNGE_SOCKET" "$MUNGE_SOCKET.lock"
   mkdir -p "$LOG/munge"; chown munge:munge "$LOG/munge"; chmod 700 "$LOG/munge"
   mkdir -p "$RUN/munge"; chown munge:munge "$RUN/munge"; chmod 755 "$RUN/munge"
+  # munged runs as user munge: every folder above STATEDIR must be searchable by it
+  # (pytest's tmp_path, under a 0700 /tmp/pytest-of-root, is not).
+  runuser -u munge -- test -w "$LOG/munge" -a -w "$RUN/munge" \
+    || die "user munge cannot write to $LOG/munge: a folder above $DIR is not searchable by others; use a STATEDIR under e.g. /tmp"
   runuser -u munge -- /usr/sbin/munged --pid-file="$RUN/munge/munged.pid" --log-file="$LOG/munge/munged.log" \
     || die "munged failed to start (see $LOG/munge/munged.log)"
   for _ in $(seq 1 40); do munge_ok && break; sleep 0.25; done

@@ -11,20 +11,25 @@ from mnistbench import BenchError, devices as devs, modes as mds
 
 
 def resolve_devices():
-    """Devices of the grid. Checked here only when jobs run on this machine; on a cluster the
-    submitting host may lack the GPU, so each job checks its own device and fails the same way.
-    """
+    """Devices of the grid. An explicit list is checked by check_devices_here, not here."""
     if config["devices"] == "auto":
         found, notices = devs.resolve("auto")
         for line in notices:
             print(line, file=sys.stderr)
         return found
-    if workflow.local_exec and workflow.is_main_process:
+    return list(dict.fromkeys(config["devices"]))
+
+
+def check_devices_here():
+    """An explicitly named device must exist here when the jobs run on this machine; on a cluster
+    the submitting host may lack the GPU, so each job checks its own device and fails the same
+    way. Called from `onstart` (Snakefile), before any job: only then is the executor known
+    (while the Snakefile is read, `workflow.local_exec` is always True)."""
+    if config["devices"] != "auto" and workflow.local_exec:
         try:
             devs.resolve(config["devices"])
         except BenchError as e:
             raise WorkflowError(str(e))
-    return list(dict.fromkeys(config["devices"]))
 
 
 DEVICES = resolve_devices()

@@ -23,8 +23,9 @@ rule train:
         slurm_extra="--exclusive" if SLURM["exclusive"] else "",
     params:
         device=lambda wc: devs.unslug(wc.device),
-        # A warm worker only where jobs run on this machine (see mnistbench/worker.py).
-        warm=config["warm_worker"] and workflow.local_exec and not workflow.remote_exec,
+        # A warm worker only where jobs run on this machine (see mnistbench/worker.py): a cluster
+        # job re-reads the Snakefile in remote mode, and there it trains in its own process.
+        warm=config["warm_worker"] and not workflow.remote_exec,
         socket="results/.trainer.sock",
     script:
         "../scripts/train.py"
