@@ -24,15 +24,18 @@ def step_time(mode: str, batch_size: int, d: dict, min_time: float = 1.0, device
     """Median seconds per step of `mode` with the train jobs' own loop (timing.timed_epoch), after
     warm-up, over at least `min_time` seconds of steps; None if the mode cannot run here."""
     m = MODES[mode](model.init_params("default", 0), device, batch_size, loss=loss, lr=0.01)
-    n = len(d["x"])
-    batches = list(m.epoch(d, torch.randperm(n)))
+    perm = torch.randperm(len(d["x"]))
+    # A fresh epoch iterator each time, consumed inside the timed loop, as in a train job: for
+    # `dataloader` the batch fetch and copy are part of the step.
     try:
-        m.setup(batches[0])
+        m.setup(next(iter(m.epoch(d, perm))))
     except Unsupported:
         return None
-    for b in batches[: max(1, min(20, len(batches) // 2))]:
+    for i, b in enumerate(m.epoch(d, perm)):
+        if i >= 20:
+            break
         m.step(b)
     clock, steps = timing.StepClock(device), []
     while sum(steps) < min_time:
-        steps += timing.timed_epoch(m.step, batches, clock)[1]
+        steps += timing.timed_epoch(m.step, m.epoch(d, perm), clock)[1]
     return statistics.median(steps)
