@@ -11,7 +11,6 @@ import math
 import os
 import socket
 import sys
-import time
 from pathlib import Path
 
 import torch
