@@ -68,7 +68,7 @@ def print_tables(summary_dir: Path) -> None:
     runs = pd.read_csv(summary_dir / "runs.csv")
     env = runs.groupby("device")["device_name"].first()
     print("\ndevices: " + "; ".join(f"{d} = {n}" for d, n in env.items()))
-    print(f"torch {runs.torch_version.iloc[0]}, threads {sorted(runs.threads.unique())}")
+    print(f"torch {runs.torch_version.iloc[0]}, threads {sorted(int(t) for t in runs.threads.unique())}")
     table = s.pivot_table(index=["mode", "batch_size"], columns="device", values="samples_per_s_median")
     print("\nsamples/s (median over repeats)")
     print(table.round(0).to_string())
@@ -78,8 +78,9 @@ def print_tables(summary_dir: Path) -> None:
     for name in ["fits.csv", "crossover.csv"]:
         f = summary_dir / name
         if f.exists():
+            t = pd.read_csv(f)
             print(f"\n{name}")
-            print(pd.read_csv(f).to_string(index=False))
+            print(t.to_string(index=False) if len(t) else "(none: no accelerator ran beside the cpu)")
     bad = runs[runs.status != "ok"]
     if len(bad):
         print("\nruns not ok:")
