@@ -8,7 +8,14 @@ min_version("8.0")
 configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+include: "workflow/rules/config.smk"
+
+
+typed_command_line_values(config)
+try:
+    validate(config, "workflow/schemas/config.schema.yaml")
+except WorkflowError as e:
+    raise config_error(e) from None
 
 
 report: "workflow/report/workflow.rst"
