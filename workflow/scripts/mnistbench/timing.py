@@ -31,6 +31,7 @@ class StepClock:
 
     def reset(self):
         self.marks, self.steps = [], -1  # marks: (steps done, event or time)
+        self.events = getattr(self, "events", [])  # cuda events, reused epoch after epoch
 
     def mark(self):
         """Call before the first step and after every step."""
@@ -45,7 +46,9 @@ class StepClock:
 
     def _record(self):
         if self.cuda:
-            e = torch.cuda.Event(enable_timing=True)
+            if len(self.marks) == len(self.events):  # only the first epoch creates events
+                self.events.append(torch.cuda.Event(enable_timing=True))
+            e = self.events[len(self.marks)]
             e.record()
             self.marks.append((self.steps, e))
         else:
