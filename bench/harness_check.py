@@ -3,24 +3,22 @@
 Times the `module` training step on cpu at batch sizes 1, 64 and 4096 twice in one run: with
 the harness the train jobs use (timing.timed_epoch: a clock mark after every step, median of
 the steps after warm-up), and with torch.utils.benchmark.Timer (blocked_autorange, same thread
-count, same step over the same batches), interleaved in rounds. Prints the ratio harness / Timer per batch size; 1.0 = agree.
+count, same step over the same batches), interleaved in rounds. Prints the ratio
+harness / Timer per batch size; 1.0 = agree.
 
-    PYTHONPATH=workflow/scripts python bench/harness_check.py [--samples N] [--threads T]
+    python bench/harness_check.py [--samples N] [--threads T]
 """
 
 import argparse
 import itertools
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
+import torch
+import torch.utils.benchmark as benchmark
+from common import data as random_data
 
-import torch  # noqa: E402
-import torch.utils.benchmark as benchmark  # noqa: E402
-
-from mnistbench import model, timing  # noqa: E402
-from mnistbench.modes import MODES  # noqa: E402
+from mnistbench import model, timing
+from mnistbench.modes import MODES
 
 
 def main(argv=None):
@@ -35,8 +33,7 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     g = torch.Generator().manual_seed(0)
     n = max(a.samples, max(a.batch_sizes) * 8)
-    y = torch.randint(0, 10, (n,), generator=g)
-    data = {"x": torch.rand(n, 784, generator=g), "y": y, "t": torch.nn.functional.one_hot(y, 10).float()}
+    data = random_data(n)
     print(f"mode {a.mode}, cpu, {a.threads} threads, torch {torch.__version__}")
     print(f"{'batch':>6} {'harness us':>11} {'Timer us':>10} {'ratio':>6}")
     ratios = []

@@ -26,3 +26,17 @@ def test_train_cli_runs_one_combination(tmp_path):
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert bad.returncode != 0 and bad.stderr.strip().startswith("error:") and "cuda:7" in bad.stderr
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_cli_defaults_are_the_workflow_defaults():
+    from snakemake.utils import validate
+
+    from mnistbench import train
+
+    cfg = {}
+    validate(cfg, str(REPO / "workflow/schemas/config.schema.yaml"))  # fills every default
+    for key, value in train.DEFAULTS.items():
+        if key == "model":
+            assert value == cfg["model"], "train.DEFAULTS['model'] drifted from the schema"
+        else:
+            assert value == cfg[key], f"train.DEFAULTS[{key!r}] drifted from the schema"

@@ -126,6 +126,7 @@ class Manual(Mode):
         self.s, self.d3 = torch.empty(b, 10, device=dev), torch.empty(b, 10, device=dev)
         self.d2, self.d1 = torch.empty(b, 16, device=dev), torch.empty(b, 16, device=dev)
         self.h, self.r = torch.empty(b, 16, device=dev), torch.empty(b, 1, device=dev)
+        self.u = torch.empty(b, 10, device=dev)
         self.g = {k: torch.empty_like(v) for k, v in self.p.items()}
 
     def backward(self, x, t):
@@ -140,7 +141,7 @@ class Manual(Mode):
             torch.sub(s, t, out=d3).div_(n)
         else:
             torch.sub(s, t, out=d3).mul_(2.0 / n)  # dL/ds
-            torch.sum(d3 * s, dim=1, keepdim=True, out=r)
+            torch.sum(torch.mul(d3, s, out=self.u), dim=1, keepdim=True, out=r)
             d3.sub_(r).mul_(s)
         torch.mm(d3.t(), a2, out=g["w3"])
         torch.sum(d3, 0, out=g["b3"])
@@ -327,7 +328,7 @@ class Numpy(Mode):
         b = self.batch_size
         e = lambda *shape: np.empty(shape, dtype=np.float32)  # noqa: E731
         self.a1, self.a2, self.s, self.d3 = e(b, 16), e(b, 16), e(b, 10), e(b, 10)
-        self.d2, self.d1, self.h, self.r = e(b, 16), e(b, 16), e(b, 16), e(b, 1)
+        self.d2, self.d1, self.h, self.r, self.u = e(b, 16), e(b, 16), e(b, 16), e(b, 1), e(b, 10)
         self.g = {k: np.empty_like(v) for k, v in self.np.items()}
 
     def epoch(self, data, perm):
@@ -347,15 +348,15 @@ class Numpy(Mode):
             np.reciprocal(a, out=a)
         np.matmul(a2, p["w3"].T, out=s)
         s += p["b3"]
-        s -= s.max(axis=1, keepdims=True)
+        s -= np.max(s, axis=1, keepdims=True, out=r)
         np.exp(s, out=s)
-        s /= s.sum(axis=1, keepdims=True)
+        s /= np.sum(s, axis=1, keepdims=True, out=r)
         np.subtract(s, t, out=d3)
         if self.loss == "cross_entropy":
             d3 /= n
         else:
             d3 *= 2.0 / n
-            np.sum(d3 * s, axis=1, keepdims=True, out=r)
+            np.sum(np.multiply(d3, s, out=self.u), axis=1, keepdims=True, out=r)
             d3 -= r
             d3 *= s
         np.matmul(d3.T, a2, out=g["w3"])
@@ -372,7 +373,9 @@ class Numpy(Mode):
         x, _, t = batch
         self.backward(x, t)
         for k, v in self.np.items():
-            v -= self.lr * self.g[k]
+            g = self.g[k]
+            g *= self.lr
+            v -= g
 
 
 MODES = {

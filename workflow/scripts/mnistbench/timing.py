@@ -27,11 +27,11 @@ class StepClock:
         self.device = device
         self.cuda = devices.kind(device) == "cuda"
         self.chunk = chunk or (16 if devices.kind(device) == "mps" else 1)
+        self.events = []  # cuda events, created in the first epoch and reused after it
         self.reset()
 
     def reset(self):
         self.marks, self.steps = [], -1  # marks: (steps done, event or time)
-        self.events = getattr(self, "events", [])  # cuda events, reused epoch after epoch
 
     def mark(self):
         """Call before the first step and after every step."""

@@ -16,20 +16,21 @@ from pathlib import Path
 import torch
 
 from mnistbench import BenchError, devices, env, model, timing
-from mnistbench.records import COLUMNS, write_outputs
 from mnistbench.data import load_tensors
 from mnistbench.modes import MODES, Unsupported, exists
+from mnistbench.records import COLUMNS, write_outputs
 
-# Defaults for a run outside Snakemake; the workflow passes its validated config instead.
+# Defaults for a run outside Snakemake (where the schema may not be readable: no pyyaml); the
+# workflow passes its validated config instead. tests/test_cli.py holds them equal to the schema's.
 DEFAULTS = dict(
-    epochs=2,
-    train_samples=10000,
+    epochs=4,
+    train_samples=32768,
     test_samples=2000,
     warmup_steps=20,
     cpu_threads=0,
     seed=0,
     target_accuracy=0.9,
-    model=dict(loss="cross_entropy", init="default", lr=0.1, amp_dtype="float16"),
+    model=dict(loss="cross_entropy", init="default", lr=0.5, amp_dtype="float16"),
 )
 
 
@@ -162,7 +163,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=0, help="cpu threads, 0 = all cores")
     p.add_argument("--loss", default="cross_entropy", choices=model.LOSSES)
     p.add_argument("--init", default="default", choices=["default", "seed"])
-    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--lr", type=float, default=DEFAULTS["model"]["lr"])
     p.add_argument("--out", default="run.csv")
     a = p.parse_args(argv)
     cfg = dict(DEFAULTS, epochs=a.epochs, train_samples=a.train_samples, test_samples=a.test_samples,

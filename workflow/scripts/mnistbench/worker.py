@@ -57,7 +57,7 @@ def _exact(conn, n: int) -> bytes:
 def train(request: dict, sock_path: str) -> tuple[dict, dict]:
     """Client side: train `request` in the worker at sock_path (starting one if none is up)."""
     request = dict(request, fingerprint=fingerprint())
-    for attempt in range(3):
+    for _ in range(3):
         conn = _connect(sock_path)
         with conn:
             _send(conn, request)
@@ -122,7 +122,11 @@ def serve(sock_path: str) -> None:
                 if req.pop("fingerprint") != mine:
                     _send(conn, {"stale": True})
                     return
-                _send(conn, _run(req, trainer, torch))
+                reply = _run(req, trainer, torch)
+                try:
+                    _send(conn, reply)
+                except OSError:  # the job was killed meanwhile: its outputs are simply not written
+                    pass
     finally:
         server.close()
         _unlink_if_mine(sock_path)
