@@ -6,11 +6,13 @@ import yaml
 from beginner_reference import train_step as beginner_step
 from conftest import REPO
 
-from mnistbench import model, train
+from mnistbench import devices, model, train
 from mnistbench.modes import MODES, Manual, Numpy, Seed, exists
 
 LOSSES = ["mse_softmax", "cross_entropy"]
-CPU_MODES = [m for m in MODES if exists(m, "cpu")]
+# Every mode on every device this machine has: cpu here and in CI, cuda/mps where present
+# (bench/gpu_check.py runs this file on a GPU machine).
+PAIRS = [(d, m) for d in devices.available() for m in MODES if exists(m, d)]
 # float32 round-off after a few steps; amp trains in bfloat16, so its bound is looser.
 TOL = dict(rtol=1e-4, atol=2e-5)
 AMP_TOL = dict(rtol=5e-2, atol=2e-2)
@@ -65,27 +67,44 @@ def reference_training(p, batches, loss, lr):
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-@pytest.mark.parametrize("name", CPU_MODES)
-def test_every_mode_tracks_the_float64_reference(name, loss):
+@pytest.mark.parametrize("device,name", PAIRS)
+def test_every_mode_tracks_the_float64_reference(device, name, loss):
     if name == "seed" and loss == "mse_softmax":
         pytest.skip("seed's mse_softmax gradient is the beginner's, checked against the verbatim code")
     p = model.init_params("default", 7)
     x, y, t = batch(n=48, seed=1)
-    data = {"x": x, "y": y, "t": t}
-    perm = torch.randperm(48, generator=torch.Generator().manual_seed(2))
-    mode = MODES[name](p, "cpu", 8, loss=loss, lr=0.5)
+    home = "cpu" if name == "dataloader" else device  # as train.py places the data
+    data = {"x": x.to(home), "y": y.to(home), "t": t.to(home)}
+    perm = torch.randperm(48, generator=torch.Generator().manual_seed(2)).to(home)
+    mode = MODES[name](p, device, 8, loss=loss, lr=0.5)
     batches = list(mode.epoch(data, perm))
     mode.setup(batches[0])  # must not train
     for b in batches:
         mode.step(b)
     ref_batches = [(x[perm[i : i + 8]], y[perm[i : i + 8]], t[perm[i : i + 8]]) for i in range(0, 48, 8)]
     ref = reference_training(p, ref_batches, loss, 0.5)
-    got = {k: torch.as_tensor(v).double() for k, v in mode.params().items()}
+    got = {k: torch.as_tensor(v).cpu().double() for k, v in mode.params().items()}
     tol = TOL if MODES[name].exact else AMP_TOL
     moved = sum(float((ref[k] - p[k].double()).abs().max()) for k in model.NAMES)
     assert moved > 1e-3  # the reference really trained
     for k in model.NAMES:
         torch.testing.assert_close(got[k], ref[k], **tol, msg=f"{name} {k}")
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_compiled_at_batch_1_fuses_steps_and_still_trains_sample_by_sample(loss):
+    """At batch size 1 on the cpu one compiled call does several steps; the epoch's last item
+    holds the steps left over. Every step is still one sample's update, in order."""
+    p = model.init_params("default", 5)
+    x, y, t = batch(n=13, seed=6)  # 13 = one call of 8 steps + 5 left over
+    mode = MODES["compiled"](p, "cpu", 1, loss=loss, lr=0.5)
+    items = list(mode.epoch({"x": x, "y": y, "t": t}, torch.arange(13)))
+    assert mode.steps_per_call > 1 and [len(b[0]) for b in items] == [8, 5]
+    mode.setup(items[0])  # must not train
+    assert [mode.step(b) for b in items] == [8, 5]
+    ref = reference_training(p, [(x[i : i + 1], y[i : i + 1], t[i : i + 1]) for i in range(13)], loss, 0.5)
+    for k in model.NAMES:
+        torch.testing.assert_close(mode.params()[k].double(), ref[k], **TOL, msg=k)
 
 
 def beginner_run(p, xs, ys, lr):

@@ -42,12 +42,13 @@ COLUMNS = (
     + [f"{p}_us" for p in PHASES]
     + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels", "threads", "torch_version"]
 )
+PER_STEP = ["step_us_plain", "step_us_profiled"] + [f"{p}_us" for p in PHASES] + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels"]
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
 
 
 def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=5, log=print) -> list[dict]:
     """One row per mode x batch size that can exist on `device`."""
-    devices.check(device)
+    devices.prepare(device)
     threads = cfg["cpu_threads"] or os.cpu_count()
     torch.set_num_threads(threads)
     tensors = load_tensors(data_path, "cpu")
@@ -90,7 +91,8 @@ def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
     m = cfg["model"]
     params = model.init_params(m["init"], cfg["seed"])
     trainer = MODES[mode](params, device, b, loss=m["loss"], lr=m["lr"], amp_dtype=m["amp_dtype"])
-    data, perm = batches_for(cfg, tensors, device, mode, b, 1 + warmup + 2 * steps)
+    k = trainer.steps_per_call  # an item of the epoch (one step() call) may hold several steps
+    data, perm = batches_for(cfg, tensors, device, mode, b, (1 + warmup + 2 * steps) * k)
     batches = iter(trainer.epoch(data, perm))
     trainer.setup(next(batches))  # compile / capture outside everything measured
     if callable(getattr(trainer, "backward", None)):
@@ -127,7 +129,8 @@ def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
                     devices.synchronize(device)
     out = split_steps(prof.events(), steps, cuda=devices.kind(device) == "cuda")
     out["step_us_plain"] = statistics.median(plain) * 1e6
-    return out
+    # Per training step, not per call.
+    return {key: v / k if key in PER_STEP else v for key, v in out.items()}
 
 
 def _span(e):
@@ -199,7 +202,9 @@ def split_steps(events, steps, cuda=False) -> dict:
     kernels = sum(
         1
         for e in events
-        if str(getattr(e, "device_type", "")).endswith("CUDA") and not e.name.lower().startswith(("memcpy", "memset"))
+        if str(getattr(e, "device_type", "")).endswith("CUDA")
+        and not getattr(e, "is_user_annotation", False)  # our record_function ranges, mirrored on the GPU
+        and not e.name.lower().startswith(("memcpy", "memset"))
     )
     out["launches"] = launches / steps if cuda else float("nan")  # nothing to launch on cpu; mps: not recorded
     out["kernels"] = kernels / steps if cuda else float("nan")

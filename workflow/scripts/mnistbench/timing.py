@@ -16,27 +16,41 @@ from mnistbench import devices
 
 
 class StepClock:
-    """Marks at step boundaries; `intervals()` gives seconds per step.
+    """Marks at step boundaries; `intervals()` gives seconds per training step.
 
     On cuda a mark is an event recorded in the stream (no sync). On mps a mark must synchronise,
-    which would stall the queue every step, so there a mark is taken every `chunk` steps and each
-    chunk's time is divided by its steps.
+    which would stall the queue every step, so there a mark is taken every `chunk` steps. A step
+    function may also do several training steps per call (`compiled` at batch size 1 fuses a few
+    into one compiled call): it says how many, and the call's time is shared among them.
     """
 
     def __init__(self, device: str, chunk: int | None = None):
         self.device = device
         self.cuda = devices.kind(device) == "cuda"
         self.chunk = chunk or (16 if devices.kind(device) == "mps" else 1)
-        self.events = []  # cuda events, created in the first epoch and reused after it
+        self.events = []  # cuda events, made by reserve() (or the first epoch), reused by every epoch
         self.reset()
 
-    def reset(self):
-        self.marks, self.steps = [], -1  # marks: (steps done, event or time)
+    def reserve(self, marks: int):
+        """On cuda: create (and record once) the events of an epoch's marks before any timed loop,
+        so the first epoch's steps do not pay for creating them."""
+        if self.cuda:
+            while len(self.events) < marks:
+                self.events.append(torch.cuda.Event(enable_timing=True))
+                self.events[-1].record()
+            devices.synchronize(self.device)
 
-    def mark(self):
-        """Call before the first step and after every step."""
-        self.steps += 1
-        if self.steps % self.chunk == 0:
+    def reset(self):
+        self.marks, self.steps = [], 0  # marks: (steps done, event or time)
+
+    def start(self):
+        """Call before the first step."""
+        self._record()
+
+    def mark(self, steps: int = 1):
+        """Call after every call of the step function, with the training steps it did."""
+        self.steps += steps
+        if self.steps - self.marks[-1][0] >= self.chunk:
             self._record()
 
     def close(self):
@@ -46,7 +60,7 @@ class StepClock:
 
     def _record(self):
         if self.cuda:
-            if len(self.marks) == len(self.events):  # only the first epoch creates events
+            if len(self.marks) == len(self.events):  # only if reserve() was not told enough
                 self.events.append(torch.cuda.Event(enable_timing=True))
             e = self.events[len(self.marks)]
             e.record()
@@ -56,13 +70,15 @@ class StepClock:
             self.marks.append((self.steps, time.perf_counter()))
 
     def intervals(self) -> list[float]:
-        """Seconds per step, one value per marked interval; synchronises once on cuda."""
+        """Seconds per step, one value per training step (a chunk's steps share its time equally),
+        so warm-up steps are dropped by index and medians weigh every step once. Synchronises
+        once on cuda."""
         if self.cuda and self.marks:
             self.marks[-1][1].synchronize()
         out = []
         for (n0, a), (n1, b) in zip(self.marks, self.marks[1:]):
             dt = a.elapsed_time(b) / 1e3 if self.cuda else b - a
-            out.append(dt / (n1 - n0))
+            out += [dt / (n1 - n0)] * (n1 - n0)
         return out
 
 
@@ -84,13 +100,13 @@ def quantiles(xs: list[float]) -> tuple[float, float, float]:
 
 def timed_epoch(step, batches, clock: StepClock) -> tuple[float, list[float]]:
     """Run step(batch) over an epoch: (wall seconds, per-step seconds). The only timed loop of the
-    project: nothing in it but the step and a clock mark (an event record on cuda)."""
+    project: nothing in it but the step and a clock mark (an event record on cuda). `step` returns
+    how many training steps it did, or None for one."""
     clock.reset()
     t0 = wall(clock.device)
-    clock.mark()
+    clock.start()
     for batch in batches:
-        step(batch)
-        clock.mark()
+        clock.mark(step(batch) or 1)
     clock.close()
     epoch_s = wall(clock.device) - t0
     return epoch_s, clock.intervals()

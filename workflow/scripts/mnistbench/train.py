@@ -45,7 +45,7 @@ def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat:
     """Returns (row, record): the CSV row, and the JSON record (environment, per-epoch metrics,
     every step time). Failures that belong in the results (oom, nan, unsupported) become the
     row's status; an absent device raises BenchError."""
-    devices.check(device)
+    devices.prepare(device)
     threads = cfg["cpu_threads"] or os.cpu_count()
     torch.set_num_threads(threads)
     m = cfg["model"]
@@ -117,6 +117,7 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     row["setup_s"] = timing.wall(device) - t0
 
     clock = timing.StepClock(device)
+    clock.reserve(steps_per_epoch + 1)
     step_times, epoch_times, cum = record["step_times_s"], [], 0.0
     time_to_target = None
     for epoch in range(1, cfg["epochs"] + 1):
