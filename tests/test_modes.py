@@ -81,6 +81,7 @@ def test_every_mode_tracks_the_float64_reference(device, name, loss):
     mode.setup(batches[0])  # must not train
     for b in batches:
         mode.step(b)
+    perm = perm.cpu()
     ref_batches = [(x[perm[i : i + 8]], y[perm[i : i + 8]], t[perm[i : i + 8]]) for i in range(0, 48, 8)]
     ref = reference_training(p, ref_batches, loss, 0.5)
     got = {k: torch.as_tensor(v).cpu().double() for k, v in mode.params().items()}
