@@ -181,3 +181,16 @@ def test_nan_loss_is_a_recorded_row_not_a_crash(tmp_path):
     cfg["model"] = dict(cfg["model"], lr=1e38, init="seed")
     row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "manual", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lr" in row["message"]
+
+
+def test_a_run_of_compiled_at_batch_1_times_every_step(tmp_path):
+    """Through the train job's own code: one step time per training step, leftover included."""
+    from mnistbench import data, synthetic
+
+    md5 = synthetic.write(tmp_path / "m", n_train=64, n_test=16)
+    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    cfg = dict(train.DEFAULTS, train_samples=20, test_samples=16, warmup_steps=2, epochs=2)  # 8 + 8 + 4 per epoch
+    row, record = train.train(cfg, tmp_path / "t.pt", "cpu", "compiled", 1, 0, log=lambda m: None)
+    assert row["status"] == "ok" and record["steps_per_call"] == 8
+    assert len(record["step_times_s"]) == row["steps"] == 40 and row["timed_steps"] == 38

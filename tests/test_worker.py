@@ -29,3 +29,11 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
         worker.train(dict(req, device="cuda:7"), "w.sock")
     # One worker served both requests and is still up for the next job.
     assert os.path.exists("w.sock")
+
+
+def test_a_cuda_error_retires_the_worker_and_nothing_else_does():
+    # CUDA errors are sticky: the process's context stays broken, so the next job needs a new one.
+    assert worker.poisoned({"error": "AcceleratorError: CUDA error: an illegal memory access was encountered"})
+    assert worker.poisoned({"row": {"status": "error", "message": "RuntimeError: device-side assert triggered"}})
+    assert not worker.poisoned({"row": {"status": "oom", "message": "out of memory at batch size 4096"}})
+    assert not worker.poisoned({"error": "CUDA not available on this host for device 'cuda'"})

@@ -106,6 +106,9 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
 
     params = model.init_params(m["init"], seed_of(cfg, repeat))
     trainer = MODES[mode](params, device, batch_size, loss=m["loss"], lr=m["lr"], amp_dtype=m["amp_dtype"])
+    record["steps_per_call"] = trainer.steps_per_call
+    if trainer.steps_per_call > 1:
+        log(f"{mode} does {trainer.steps_per_call} training steps per call; each step's time is the call's share")
 
     def order(epoch):
         g = torch.Generator().manual_seed(seed_of(cfg, repeat, epoch))

@@ -3,8 +3,9 @@
 Each local `train` job is a short client (standard library only): it asks the worker to train
 its combination and writes the returned row and record itself. The worker imports torch once,
 serves one request at a time (so timed runs never overlap, even across Snakemake invocations),
-resets torch.compile's caches before each run (compile cost is measured every time) and exits
-after `IDLE_S` seconds without work or when its code changed. If the client is killed, nothing
+resets torch.compile's in-memory state before each run (each run compiles; inductor's disk cache
+stays, as for a user's second run) and exits after `IDLE_S` seconds without work, when its code
+changed, or after a CUDA error (which can leave the process's CUDA context broken for good). If the client is killed, nothing
 is written: the outputs come only from the client.
 
 On a cluster each job trains in its own process instead (the workflow passes warm=False).
@@ -127,9 +128,17 @@ def serve(sock_path: str) -> None:
                     _send(conn, reply)
                 except OSError:  # the job was killed meanwhile: its outputs are simply not written
                     pass
+                if poisoned(reply):
+                    return
     finally:
         server.close()
         _unlink_if_mine(sock_path)
+
+
+def poisoned(reply: dict) -> bool:
+    """Whether the run hit a CUDA error: those are sticky, so the next job needs a fresh process."""
+    text = reply.get("error", "") + str(reply.get("row", {}).get("message", ""))
+    return "CUDA error" in text or "device-side assert" in text
 
 
 def _unlink_if_mine(sock_path: str) -> None:
