@@ -1,7 +1,7 @@
 """One command for a machine with a CUDA GPU (and the project's packages, no internet needed).
 
 Generates a small MNIST-format data set, runs the pipeline for every device this machine has
-(cpu and cuda) over the mode ladder and a range of batch sizes, and prints samples/s per device
+(cpu and cuda) over the main rungs of the mode ladder (or those given) and a range of batch sizes, and prints samples/s per device
 x mode x batch size, the cuda/cpu speedup and, when the analysis step wrote them, the fitted
 per-step overhead and the crossover batch size. Meant to finish in under 8 minutes.
 
@@ -47,7 +47,7 @@ def main(argv=None):
     p.add_argument("--devices", default="auto", help="'auto' or a YAML list, e.g. '[cpu, cuda]'")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--cores", default="all")
-    p.add_argument("--modes", nargs="+", help="a subset of the ladder (default: all of it)")
+    p.add_argument("--modes", nargs="+", help="rungs of the ladder (default: seed manual module cudagraph)")
     p.add_argument("--batch-sizes", nargs="+", type=int)
     a = p.parse_args(argv)
     grid = dict(QUICK if a.quick else FULL)

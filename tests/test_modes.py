@@ -11,7 +11,7 @@ from mnistbench.modes import MODES, Manual, Numpy, Seed, exists
 
 LOSSES = ["mse_softmax", "cross_entropy"]
 # Every mode on every device this machine has: cpu here and in CI, cuda/mps where present
-# (bench/gpu_check.py runs this file on a GPU machine).
+# (run it on a GPU machine beside bench/gpu_check.py: bench/README.md).
 PAIRS = [(d, m) for d in devices.available() for m in MODES if exists(m, d)]
 # float32 round-off after a few steps; amp trains in bfloat16, so its bound is looser.
 TOL = dict(rtol=1e-4, atol=2e-5)

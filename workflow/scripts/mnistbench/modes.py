@@ -263,7 +263,7 @@ def _sgd_step_one(p, x, t, loss, lr):
 class Compiled(Mode):
     """The whole step (hand-derived gradients + SGD update) as one function through torch.compile.
 
-    A compiled call costs ~25 µs of host time before any work (guards, wrappers: measured with an
+    A compiled call costs ~27 µs of host time before any work (guards, wrappers: measured with an
     empty compiled function on the 2-core dev machine), most of a batch-1 step on the cpu. So at
     batch size 1 on the cpu, UNROLL consecutive steps go into one compiled call: still one sample
     and one update per step, in order, only without a Python round trip between them. (On cuda

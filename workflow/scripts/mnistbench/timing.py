@@ -106,7 +106,8 @@ def timed_epoch(step, batches, clock: StepClock) -> tuple[float, list[float]]:
     t0 = wall(clock.device)
     clock.start()
     for batch in batches:
-        clock.mark(step(batch) or 1)
+        n = step(batch)
+        clock.mark(1 if n is None else n)
     clock.close()
     epoch_s = wall(clock.device) - t0
     return epoch_s, clock.intervals()

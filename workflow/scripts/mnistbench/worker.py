@@ -138,7 +138,7 @@ def serve(sock_path: str) -> None:
 def poisoned(reply: dict) -> bool:
     """Whether the run hit a CUDA error: those are sticky, so the next job needs a fresh process."""
     text = reply.get("error", "") + str(reply.get("row", {}).get("message", ""))
-    return "CUDA error" in text or "device-side assert" in text
+    return any(s in text for s in ("CUDA error", "device-side assert", "CUBLAS_STATUS", "CUDNN_STATUS"))
 
 
 def _unlink_if_mine(sock_path: str) -> None:
