@@ -320,6 +320,18 @@ def trusted(fit: pd.DataFrame) -> pd.DataFrame:
     return fit[fit["a_us"].notna() & (fit["quality"] != "poor")]
 
 
+def cpu_first(devices) -> list:
+    """Devices in the order the text names them: cpu, then the accelerators."""
+    return sorted(set(devices), key=lambda d: (d != "cpu", d))
+
+
+def trusted_by_device(fit: pd.DataFrame, host: str, devices):
+    """(device, its trusted fits on host) for each device, cpu first; empty where none is."""
+    hf = trusted(fit[fit["host"] == host])
+    for device in cpu_first(devices):
+        yield device, hf[hf["device"] == device]
+
+
 def findings(tables: dict, cfg: dict) -> dict:
     """Plain-words findings from the numbers. Returns {host: [sentence, ...]} plus the notes of
     degenerate inputs under the key None."""
@@ -331,9 +343,7 @@ def findings(tables: dict, cfg: dict) -> dict:
         return out
     for host in sorted(set(runs["host"])):
         lines = out.setdefault(host, [])
-        hf = trusted(fit[fit["host"] == host])
-        for device in sorted(set(runs[runs["host"] == host]["device"]), key=lambda d: (d != "cpu", d)):
-            f = hf[hf["device"] == device]
+        for device, f in trusted_by_device(fit, host, runs[runs["host"] == host]["device"]):
             if f.empty:
                 lines.append(f"On {host}, {device}: no fit is trustworthy (too few batch sizes or noisy timings); see fits.csv.")
                 continue
@@ -407,7 +417,7 @@ def findings(tables: dict, cfg: dict) -> dict:
         for _, r in bw[(bw["host"] == host) & (bw["device"] == "cpu")].iterrows():
             lines.append(f"Host memcpy baseline on {host}: {r['largest_gb_per_s']:.3g} GB/s for {r['largest_bytes'] / 1e6:.3g} MB.")
         hp = prof[(prof["host"] == host) & (prof["status"] == "ok")] if not prof.empty else prof
-        for device in sorted(set(hp["device"]), key=lambda d: (d != "cpu", d)) if len(hp) else []:
+        for device in cpu_first(hp["device"]) if len(hp) else []:
             d = hp[hp["device"] == device]
             small = d["batch_size"].min()
             s = d[d["batch_size"] == small]
@@ -460,9 +470,7 @@ def answer(found: dict, tables: dict) -> str:
     out = []
     for host in sorted(h for h in found if h is not None):
         words = []
-        hf = trusted(fit[fit["host"] == host])
-        for device in sorted(set(fit[fit["host"] == host]["device"]), key=lambda d: (d != "cpu", d)):
-            f = hf[hf["device"] == device]
+        for device, f in trusted_by_device(fit, host, fit[fit["host"] == host]["device"]):
             if f.empty:
                 words.append(f"On **{host}**, no fit on {device} is trustworthy (too few batch sizes or noisy timings): see the table.")
                 continue

@@ -41,10 +41,12 @@ class Mode:
         self.p = {k: v.detach().to(device, torch.float32).clone() for k, v in params.items()}
 
     def epoch(self, data, perm):
-        """Batches of one epoch in `perm` order; the reordering happens here, before any clock runs."""
+        """Items of one epoch in `perm` order, each the samples of steps_per_call whole batches (the
+        last item may hold fewer); the reordering happens here, before any clock runs."""
         x, y, t = data["x"][perm], data["y"][perm], data["t"][perm]
-        b = self.batch_size
-        return ((x[i : i + b], y[i : i + b], t[i : i + b]) for i in range(0, len(perm) - b + 1, b))
+        n = len(perm) - len(perm) % self.batch_size  # whole batches only
+        c = self.batch_size * self.steps_per_call
+        return ((x[i : i + c], y[i : i + c], t[i : i + c]) for i in range(0, n, c))
 
     def setup(self, batch):
         pass
@@ -291,15 +293,6 @@ class Compiled(Mode):
 
         self.fn = torch.compile(sgd_steps, fullgraph=True, dynamic=False)
         self.fn_last = torch.compile(sgd_step, fullgraph=True, dynamic=False) if one else None
-
-    def epoch(self, data, perm):
-        """Items of steps_per_call steps; at the end of an epoch, one with the steps left over."""
-        if self.steps_per_call == 1:
-            return super().epoch(data, perm)
-        x, y, t = data["x"][perm], data["y"][perm], data["t"][perm]
-        n = len(perm) - len(perm) % self.batch_size
-        c = self.batch_size * self.steps_per_call
-        return ((x[i : i + c], y[i : i + c], t[i : i + c]) for i in range(0, n, c))
 
     def setup(self, batch):
         # Compile on a copy of the parameters, so compiling does not train; both functions the

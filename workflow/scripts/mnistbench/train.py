@@ -34,7 +34,6 @@ DEFAULTS = dict(
 )
 
 
-
 def seed_of(cfg: dict, repeat: int, epoch: int = 0) -> int:
     """Random seed from the config and the repeat index only, never the mode or device, so every
     run with the same repeat starts from the same weights and sees the same data order."""
