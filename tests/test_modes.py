@@ -108,6 +108,38 @@ def test_compiled_at_batch_1_fuses_steps_and_still_trains_sample_by_sample(loss)
         torch.testing.assert_close(mode.params()[k].double(), ref[k], **TOL, msg=k)
 
 
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("n", [1, 37, 600])
+def test_kernel_step_is_one_step_of_the_float64_gradient(n, loss):
+    """The C kernel takes rows in blocks of 16, the last one partial, and splits a batch among
+    threads (600 rows, 3 threads: 208 + 208 + 184): one step must still be the whole batch's
+    true gradient, every row counted once."""
+    p = model.init_params("default", 8)
+    x, y, t = batch(n=n, seed=3)
+    ref = autograd64(p, x, y, loss)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        mode = MODES["kernel"](p, "cpu", n, loss=loss, lr=100.0)  # a step far above float32 round-off
+        mode.setup((x, y, t))
+        mode.step((x, y, t))
+    finally:
+        torch.set_num_threads(threads)
+    for k in model.NAMES:
+        got = (p[k].double() - mode.params()[k].double()) / 100.0
+        torch.testing.assert_close(got, ref[k], rtol=1e-3, atol=1e-4 * float(ref[k].abs().max()), msg=k)
+
+
+def test_kernel_without_a_c_compiler_is_unsupported_not_a_crash(monkeypatch):
+    from mnistbench.modes import Unsupported
+
+    monkeypatch.setenv("CC", "no-such-cc")
+    x, y, t = batch(n=4)
+    mode = MODES["kernel"](model.init_params("default", 0), "cpu", 4)
+    with pytest.raises(Unsupported, match="no C compiler: no-such-cc"):
+        mode.setup((x, y, t))
+
+
 def beginner_run(p, xs, ys, lr):
     """The verbatim code on samples one by one; parameters in its own layout (same as nn.Linear)."""
     W1, b1, W2, b2, W3, b3 = (p[k].clone() for k in model.NAMES)

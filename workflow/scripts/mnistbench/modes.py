@@ -440,6 +440,39 @@ class Numpy(Mode):
             v -= g
 
 
+class Kernel(Mode):
+    """The whole step as one hand-written C kernel (kernel.c, built by kernel.py in setup): each
+    block of samples goes through forward, backward and both W1 products while it is in cache,
+    so the batch is read from memory once (library GEMMs read it twice). Threads: torch's count."""
+
+    kinds = ("cpu",)
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        # W1 lives transposed, [784, 16], the kernel's layout; params() sees it as a [16, 784] view.
+        self.w1t = self.p["w1"].t().contiguous()
+        self.p["w1"] = self.w1t.t()
+
+    def setup(self, batch):
+        from mnistbench import kernel
+
+        try:
+            self.lib = kernel.load()
+        except kernel.BuildError as e:
+            raise Unsupported(f"kernel: {e}") from e
+        x, _, t = batch
+        if not (x.dtype == t.dtype == torch.float32 and x.is_contiguous() and t.is_contiguous()):
+            raise ValueError("kernel needs contiguous float32 rows of x and t, as Mode.epoch gives")
+        self.threads = torch.get_num_threads()
+        self.work = torch.empty(self.lib.work_floats(self.threads))
+        ptrs = [self.w1t.data_ptr()] + [self.p[k].data_ptr() for k in model.NAMES[1:]]
+        self.args = ptrs + [self.lr, self.loss == "mse_softmax", self.threads, self.work.data_ptr()]
+
+    def step(self, batch):
+        x, _, t = batch  # rows of a contiguous float32 tensor (Mode.epoch)
+        self.lib.sgd_step(x.data_ptr(), t.data_ptr(), x.shape[0], *self.args)
+
+
 MODES = {
     "seed": Seed,
     "manual": Manual,
@@ -450,6 +483,7 @@ MODES = {
     "amp": Amp,
     "cudagraph": CudaGraph,
     "numpy": Numpy,
+    "kernel": Kernel,
 }
 
 

@@ -13,7 +13,7 @@ How a step is split, as far as the code allows it honestly:
   zero_grad ranges + everything after the backward pass (SGD update, GradScaler).
 - with a hand-written `backward` method (manual, numpy): forward+backward = that method,
   optimizer = the rest of the step (the in-place SGD update).
-- seed, compiled, cudagraph: one inseparable block ("whole step").
+- seed, compiled, kernel, cudagraph: one inseparable block ("whole step").
 - device wait: the synchronisation after the step, i.e. queued device work the cpu did not wait
   for while issuing it (zero on cpu).
 Times are cpu-side wall clock of each range; on cuda that is the time to issue the work, and what
