@@ -6,7 +6,7 @@ import yaml
 from beginner_reference import train_step as beginner_step
 from conftest import REPO
 
-from mnistbench import devices, model, train
+from mnistbench import devices, kernel, model, train
 from mnistbench.modes import MODES, Manual, Numpy, Seed, exists
 
 LOSSES = ["mse_softmax", "cross_entropy"]
@@ -16,6 +16,8 @@ PAIRS = [(d, m) for d in devices.available() for m in MODES if exists(m, d)]
 # float32 round-off after a few steps; amp trains in bfloat16, so its bound is looser.
 TOL = dict(rtol=1e-4, atol=2e-5)
 AMP_TOL = dict(rtol=5e-2, atol=2e-2)
+# `kernel` is built by the machine's C compiler; without one it is `unsupported` (tested below).
+needs_cc = pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler to build the kernel mode")
 
 
 def batch(n=16, seed=0):
@@ -71,6 +73,8 @@ def reference_training(p, batches, loss, lr):
 def test_every_mode_tracks_the_float64_reference(device, name, loss):
     if name == "seed" and loss == "mse_softmax":
         pytest.skip("seed's mse_softmax gradient is the beginner's, checked against the verbatim code")
+    if name == "kernel" and kernel.compiler() is None:
+        pytest.skip("no C compiler to build the kernel mode")
     p = model.init_params("default", 7)
     x, y, t = batch(n=48, seed=1)
     home = "cpu" if name == "dataloader" else device  # as train.py places the data
@@ -108,6 +112,7 @@ def test_compiled_at_batch_1_fuses_steps_and_still_trains_sample_by_sample(loss)
         torch.testing.assert_close(mode.params()[k].double(), ref[k], **TOL, msg=k)
 
 
+@needs_cc
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("n", [1, 37, 600])
 def test_kernel_step_is_one_step_of_the_float64_gradient(n, loss):

@@ -11,7 +11,6 @@ Same function as model.grads + SGD: true gradient of the mean loss over the batc
 gradient computed before any weight changes. Float32 throughout; exp is a polynomial within
 ~1 ulp (tests/test_modes.py holds the result to float64 autograd).
 */
-#include <pthread.h>
 #include <string.h>
 
 enum { D0 = 784, D1 = 16, D2 = 16, D3 = 10, L = 16 }; /* L: lanes of one vector = one 16-wide row */
@@ -138,13 +137,11 @@ static inline __attribute__((always_inline)) void block(const part_t *q, const f
     }
 }
 
-static void *run_part(void *arg) {
-    const part_t *q = arg;
+static void run_part(const part_t *q) {
     memset(q->g, 0, G_N * sizeof(float));
     int r = 0;
     for (; r + R <= q->n; r += R) block(q, q->x + (long)r * D0, q->t + (long)r * D3, R);
     if (r < q->n) block(q, q->x + (long)r * D0, q->t + (long)r * D3, q->n - r);
-    return 0;
 }
 
 /* Floats of work memory sgd_step needs for `threads` threads. */
@@ -153,7 +150,11 @@ long work_floats(int threads) { return (long)(threads < 1 ? 1 : threads > MAXT ?
 /* One SGD step. x [n][784] and t [n][10] (one-hot) contiguous; w1t [784][16] (W1 transposed),
    b1 [16], w2 [16][16], b2 [16], w3 [10][16], b3 [10] (nn.Linear's layout), updated in place; loss:
    mse (squared error of softmax) or cross-entropy. The rows are split among up to `threads`
-   threads (this one included), each summing its own gradient, added up at the end. */
+   threads, each summing its own gradient, added up at the end. The threads are OpenMP's: built
+   with -fopenmp inside a torch process, this library binds to the libgomp torch already loaded
+   (same soname), so it runs on torch's own thread pool; threads of a second pool would compete
+   with torch's for the cores (they spin after every parallel torch op). Built without OpenMP,
+   the parts run one after another in the calling thread. */
 void sgd_step(const float *x, const float *t, int n, float *w1t, float *b1, float *w2, float *b2,
               float *w3, float *b3, float lr, int mse, int threads, float *work) {
     int most = (n + MIN_ROWS - 1) / MIN_ROWS;
@@ -167,18 +168,14 @@ void sgd_step(const float *x, const float *t, int n, float *w1t, float *b1, floa
         for (int j = 0; j < D2; j++) p[P_W3T + j * L + i] = w3[i * D2 + j];
 
     part_t parts[MAXT];
-    pthread_t tid[MAXT];
     int per = ((n + threads - 1) / threads + R - 1) / R * R; /* whole blocks per thread */
     for (int i = 0; i < threads; i++) {
         int r0 = i * per < n ? i * per : n, r1 = r0 + per < n ? r0 + per : n;
         parts[i] = (part_t){x + (long)r0 * D0, t + (long)r0 * D3, w1t, b1, w2, b2, w3, b3, p,
                             work + (long)i * G_N, r1 - r0, mse, 1.0f / n};
     }
-    int started = 1;
-    while (started < threads && pthread_create(&tid[started], 0, run_part, &parts[started]) == 0) started++;
-    for (int i = started; i < threads; i++) run_part(&parts[i]); /* a thread that did not start */
-    run_part(&parts[0]);
-    for (int i = 1; i < started; i++) pthread_join(tid[i], 0);
+#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
+    for (int i = 0; i < threads; i++) run_part(&parts[i]);
     for (int i = 1; i < threads; i++)
         for (int k = 0; k < G_N; k++) work[k] += work[(long)i * G_N + k];
 

@@ -1,24 +1,31 @@
 """Builds kernel.c with the machine's C compiler, once per machine, and loads it with ctypes.
 
-The library is cached under the temp dir, named by a hash of the source, the compiler, its
-flags and the host: `-march=native` code is only valid on the machine that built it, and /tmp is
-node-local on a cluster. Concurrent jobs each build to their own temp file and rename, so a
-half-written library is never loaded.
+The library is cached in a directory of the temp dir that only this user may write (a library
+found in someone else's directory is never loaded), named by a hash of the source, the compiler,
+its flags, the host and its cpu: `-march=native` code is only valid on the cpu that built it.
+Concurrent jobs each build to their own temp file and rename, so a half-written library is never
+loaded. Any failure (no compiler, a build error, a temp dir mounted noexec) is a BuildError
+saying why, which the mode turns into an `unsupported` row.
 """
 
 import ctypes
 import hashlib
 import os
 import platform
+import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("kernel.c")
-# -march=native: the vector code for this cpu (AVX-512 where there is one); compilers or cpus
-# that do not know it get the portable build.
-FLAGS = (["-O3", "-march=native"], ["-O3"])
+# Tried in order. -march=native: the vector code for this cpu (AVX-512 where there is one).
+# -fopenmp: the threads (torch's own pool, see kernel.c); a compiler without OpenMP (Apple's
+# clang) gets a single-threaded build. -Wno-psabi: GCC's notes on passing 64-byte vectors would
+# otherwise crowd a real error out of the message.
+FLAGS = tuple(["-O3", *arch, *omp, "-Wno-psabi"] for omp in (["-fopenmp"], []) for arch in (["-march=native"], []))
+BUILD_TIMEOUT_S = 300
 _loaded = {}
 
 
@@ -26,18 +33,47 @@ class BuildError(Exception):
     pass
 
 
-def compiler() -> str | None:
-    return shutil.which(os.environ.get("CC", "cc"))
+def compiler() -> list[str] | None:
+    """The C compiler command ($CC, which may carry arguments, else cc), or None if absent."""
+    cmd = shlex.split(os.environ.get("CC", "cc"))
+    path = shutil.which(cmd[0]) if cmd else None
+    return [path, *cmd[1:]] if path else None
 
 
-def _build(cc: str, flags: list[str], out: Path) -> None:
+def _cpu() -> str:
+    """What -march=native depends on: the cpu model and its feature flags where Linux lists them."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    keep = [ln for ln in lines if ln.startswith(("model name", "flags", "Features", "CPU part"))]
+    return "\n".join(dict.fromkeys(keep)) or platform.processor() or platform.machine()
+
+
+def _cache_dir() -> Path:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    d = Path(tempfile.gettempdir()) / f"mnistbench-kernel-{uid}"
+    d.mkdir(mode=0o700, exist_ok=True)
+    st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022:
+        raise BuildError(f"{d} is not a private directory of this user; remove it or set TMPDIR elsewhere")
+    return d
+
+
+def _build(cc: list[str], flags: list[str], out: Path) -> None:
     tmp = out.with_name(f"{out.stem}.{os.getpid()}.tmp{out.suffix}")
-    cmd = [cc, *flags, "-shared", "-fPIC", "-pthread", "-o", str(tmp), str(SOURCE)]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
+    cmd = [*cc, *flags, "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT_S)
+        if r.returncode != 0:
+            lines = (r.stderr or r.stdout).splitlines()
+            errors = [ln for ln in lines if "error" in ln.lower()] or lines[-3:]
+            raise BuildError(" ".join(" ".join(errors).split())[:300] or f"exit status {r.returncode}")
+        os.replace(tmp, out)
+    except subprocess.TimeoutExpired as e:
+        raise BuildError(f"build took over {BUILD_TIMEOUT_S} s") from e
+    finally:
         tmp.unlink(missing_ok=True)
-        raise BuildError(" ".join((r.stderr or r.stdout).split())[:300])
-    os.replace(tmp, out)
 
 
 def load() -> ctypes.CDLL:
@@ -45,25 +81,29 @@ def load() -> ctypes.CDLL:
     cc = compiler()
     if cc is None:
         raise BuildError(f"no C compiler: {os.environ.get('CC', 'cc')} not found; install gcc or clang, or set CC")
-    cache = Path(tempfile.gettempdir()) / f"mnistbench-kernel-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    cache.mkdir(exist_ok=True)
     error = None
-    for flags in FLAGS:
-        key = hashlib.sha256(b"\0".join(s.encode() for s in [cc, *flags, platform.node()]) + SOURCE.read_bytes())
-        path = cache / f"kernel-{key.hexdigest()[:16]}.so"
-        if path in _loaded:
-            return _loaded[path]
-        try:
-            if not path.exists():
-                _build(cc, flags, path)
-        except BuildError as e:
-            error = e
-            continue
-        lib = ctypes.CDLL(str(path))
-        ptr, i32, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
-        lib.sgd_step.argtypes = [ptr, ptr, i32] + [ptr] * 6 + [f32, i32, i32, ptr]
-        lib.sgd_step.restype = None
-        lib.work_floats.argtypes, lib.work_floats.restype = [i32], ctypes.c_long
-        _loaded[path] = lib
-        return lib
-    raise BuildError(f"{cc} could not build {SOURCE.name}: {error}")
+    try:
+        cache = _cache_dir()
+        for flags in FLAGS:
+            key = "\0".join([*cc, *flags, platform.node(), _cpu()]).encode() + SOURCE.read_bytes()
+            path = cache / f"kernel-{hashlib.sha256(key).hexdigest()[:16]}.so"
+            if path in _loaded:
+                return _loaded[path]
+            try:
+                if not path.exists():
+                    _build(cc, flags, path)
+            except BuildError as e:
+                error = e
+                continue
+            lib = ctypes.CDLL(str(path))
+            ptr, i32, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+            lib.sgd_step.argtypes = [ptr, ptr, i32] + [ptr] * 6 + [f32, i32, i32, ptr]
+            lib.sgd_step.restype = None
+            lib.work_floats.argtypes, lib.work_floats.restype = [i32], ctypes.c_long
+            _loaded[path] = lib
+            return lib
+    except OSError as e:  # e.g. a temp dir mounted noexec: the library builds but cannot be mapped
+        raise BuildError(
+            f"cannot build or load the kernel under {tempfile.gettempdir()}: {e}; set TMPDIR elsewhere"
+        ) from e
+    raise BuildError(f"{' '.join(cc)} could not build {SOURCE.name}: {error}")

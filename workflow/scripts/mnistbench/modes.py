@@ -443,13 +443,16 @@ class Numpy(Mode):
 class Kernel(Mode):
     """The whole step as one hand-written C kernel (kernel.c, built by kernel.py in setup): each
     block of samples goes through forward, backward and both W1 products while it is in cache,
-    so the batch is read from memory once (library GEMMs read it twice). Threads: torch's count."""
+    so the batch is read from memory once (library GEMMs read it twice). Threads: torch's count,
+    at most one per 256 rows (kernel.c's MIN_ROWS)."""
 
     kinds = ("cpu",)
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
-        # W1 lives transposed, [784, 16], the kernel's layout; params() sees it as a [16, 784] view.
+        # The kernel reads raw pointers: every parameter contiguous, and W1 transposed, [784, 16],
+        # the kernel's layout; params() sees it as a [16, 784] view.
+        self.p = {k: v.contiguous() for k, v in self.p.items()}
         self.w1t = self.p["w1"].t().contiguous()
         self.p["w1"] = self.w1t.t()
 
@@ -466,7 +469,7 @@ class Kernel(Mode):
         self.threads = torch.get_num_threads()
         self.work = torch.empty(self.lib.work_floats(self.threads))
         ptrs = [self.w1t.data_ptr()] + [self.p[k].data_ptr() for k in model.NAMES[1:]]
-        self.args = ptrs + [self.lr, self.loss == "mse_softmax", self.threads, self.work.data_ptr()]
+        self.args = ptrs + [self.lr, self.loss != "cross_entropy", self.threads, self.work.data_ptr()]
 
     def step(self, batch):
         x, _, t = batch  # rows of a contiguous float32 tensor (Mode.epoch)
