@@ -113,7 +113,7 @@ def test_one_batch_size_gives_a_note_not_a_crash():
     f = tables["fits"]
     assert f.a_us.isna().all() and f.note.str.contains("only batch size 64 ran").all()
     assert any("only batch size 64" in n for n in found[None])
-    pages = analysis.rst_pages(tables, found, CFG)
+    pages = analysis.rst_pages(tables, found)
     assert "only batch size 64" in pages["answer"] and "DataLoader transfer share" in pages["answer"]
     assert "only batch size 64" in analysis.summary_md(found, CFG, tables["environment"])
 
@@ -126,7 +126,7 @@ def test_all_failed_runs_give_a_note_not_a_crash():
     assert tables["fits"].note.str.contains("no successful run").all()
     assert tables["speedup"].empty and tables["crossover"].empty and tables["dataloader"].empty
     assert found[None] and "No run succeeded" in found[None][0]
-    pages = analysis.rst_pages(tables, found, CFG)
+    pages = analysis.rst_pages(tables, found)
     assert "No run succeeded" in pages["answer"]
     assert "nothing to fit" in analysis.summary_md(found, CFG, tables["environment"])
 
@@ -142,7 +142,7 @@ def test_cpu_only_states_overhead_per_sample_cost_and_dataloader_share():
     for b in GRID:
         assert dl.loc[b, "extra_share"] == pytest.approx((40 + 0.5 * b) / (90 + 1.5 * b), abs=0.05)
         assert 0 < dl.loc[b, "copy_us"] < dl.loc[b, "dataloader_step_us"]
-    answer = analysis.rst_pages(tables, found, CFG)["answer"]
+    answer = analysis.rst_pages(tables, found)["answer"]
     assert "no GPU crossover" in answer and "DataLoader transfer share" in answer
     for mode in ("module", "dataloader", "seed"):
         assert f"     - {mode}\n" in answer  # a row of the fits table for every mode

@@ -55,6 +55,11 @@ def run_files(ext):
     ]
 
 
+# The package's modules, inputs of the analysis rules that import them: Snakemake's code trigger
+# sees only the thin script, so without them an edit to mnistbench/figures.py would rerun nothing.
+PKG = Path(workflow.basedir) / "workflow" / "scripts" / "mnistbench"
+
+
 def train_threads():
     """Cores a train job takes: cpu_threads, or every core of the machine (so a timed job
     never shares the cpu with another job when running locally; Snakemake caps it at --cores).

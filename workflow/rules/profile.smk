@@ -8,7 +8,7 @@ PROFILED = [d for d in DEVICES if any(p == d for p, _ in PAIRS)]
 rule profile:
     input:
         tensors="results/preload/mnist.pt",
-        code=str(Path(workflow.basedir) / "workflow/scripts/mnistbench/profiling.py"),
+        code=str(PKG / "profiling.py"),
     output:
         "results/profile/{device}.csv",
     log:

@@ -3,11 +3,9 @@
 # an analysis reruns these rules and never a timed run:
 #   snakemake --cores all                      # after editing figures.py or a `figures` option
 #   snakemake --report results/report.html
-# The package modules are inputs of the rules that import them: Snakemake's code trigger sees
-# only the thin script, so without them an edit to mnistbench/figures.py would rerun nothing.
-PKG = Path(workflow.basedir) / "workflow" / "scripts" / "mnistbench"
+# The package modules are inputs of the rules that import them (PKG: common.smk).
 # Other machines' results/summary/runs.csv (their epochs/environment/transfer/profile tables
-# next to it come along), merged by host.
+# next to it come along), merged by host in `aggregate`.
 MERGE = config["merge_runs"]
 FIGURES = ["throughput", "speedup", "breakdown", "ops", "accuracy", "bandwidth"]
 
@@ -17,6 +15,7 @@ rule aggregate:
         rows=run_files("csv"),
         envs=run_files("json"),
         transfer="results/preload/transfer.csv",
+        profiles=expand("results/profile/{device}.csv", device=PROFILED),
         merged=MERGE,
         code=str(PKG / "aggregate.py"),
     output:
@@ -38,6 +37,12 @@ rule aggregate:
             category="Environment",
             labels={"type": "table", "content": "environment per host"},
         ),
+        profile=report(
+            "results/summary/profile.csv",
+            caption="../report/profile.rst",
+            category="Breakdown",
+            labels={"type": "table", "content": "profiled steps"},
+        ),
         epochs="results/summary/epochs.csv",
         transfer="results/summary/transfer.csv",
         left_out="results/summary/left_out.csv",
@@ -56,9 +61,8 @@ rule analyse:
         runs="results/summary/runs.csv",
         transfer="results/summary/transfer.csv",
         environment="results/summary/environment.csv",
-        profiles=expand("results/profile/{device}.csv", device=PROFILED),
-        merged=MERGE,
-        code=str(PKG / "analysis.py"),
+        profile="results/summary/profile.csv",
+        code=[str(PKG / "analysis.py"), str(PKG / "aggregate.py")],
     output:
         fits=report(
             "results/summary/fits.csv",
@@ -90,12 +94,6 @@ rule analyse:
             category="Data transfer",
             labels={"type": "table", "content": "copy latency and bandwidth"},
         ),
-        profile=report(
-            "results/summary/profile.csv",
-            caption="../report/profile.rst",
-            category="Breakdown",
-            labels={"type": "table", "content": "profiled steps"},
-        ),
         summary_md="results/summary.md",
         rst_answer="results/summary/report/answer.rst",
         rst_throughput="results/summary/report/throughput.rst",
@@ -120,7 +118,11 @@ rule figures:
         fits="results/summary/fits.csv",
         speedup="results/summary/speedup.csv",
         profile="results/summary/profile.csv",
-        code=str(PKG / "figures.py"),
+        code=[
+            str(PKG / "figures.py"),
+            str(PKG / "analysis.py"),
+            str(PKG / "aggregate.py"),
+        ],
     output:
         throughput=report(
             "results/figures/throughput.png",

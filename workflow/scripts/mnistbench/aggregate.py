@@ -3,14 +3,13 @@ merged in by host (pandas)."""
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import pandas as pd
 
 KEYS = ["host", "device", "mode", "batch_size"]
 # Tables that travel between machines: each file name is the same in every results/summary/.
-TABLES = ("runs", "epochs", "environment", "transfer")
+TABLES = ("runs", "epochs", "environment", "transfer", "profile")
 ENV_COLUMNS = [
     "host", "device", "device_name", "cpu_model", "cores", "threads", "python", "torch", "torchvision",
     "cuda", "cudnn", "platform", "env", "git_commit", "config_hash", "n_runs",
@@ -21,11 +20,6 @@ def write_csv(df: pd.DataFrame, path) -> None:
     tmp = f"{path}.tmp"
     df.to_csv(tmp, index=False)
     os.replace(tmp, path)
-
-
-def load_runs(row_files) -> pd.DataFrame:
-    runs = pd.concat([pd.read_csv(f) for f in row_files], ignore_index=True)
-    return runs.sort_values(KEYS + ["repeat"], ignore_index=True)
 
 
 def load_epochs(env_files) -> pd.DataFrame:
@@ -56,19 +50,15 @@ def load_environment(env_files) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()), columns=ENV_COLUMNS)
 
 
-def load_transfer(path, runs: pd.DataFrame) -> pd.DataFrame:
-    """The preload step's copy timings, keyed by host like every other table. Older transfer.csv
-    files have no host column: they belong to the machine that ran this workflow's jobs."""
-    t = pd.read_csv(path)
-    if "host" not in t.columns:
-        hosts = runs["host"].mode()
-        t.insert(0, "host", hosts.iloc[0] if len(hosts) else socket.gethostname())
-    return t
+def load_profiles(files) -> pd.DataFrame:
+    """The profile rule's tables, one per device."""
+    frames = [pd.read_csv(f) for f in files]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["host", "mode", "status"])
 
 
 def siblings(runs_csv) -> dict:
-    """Another machine's tables: its runs.csv and, when present, the epochs, environment and
-    transfer tables next to it (a copy of its results/summary/ folder)."""
+    """Another machine's tables: its runs.csv and, when present, the other TABLES next to it (a
+    copy of its results/summary/ folder)."""
     folder = Path(runs_csv).parent
     out = {"runs": pd.read_csv(runs_csv)}
     for name in TABLES[1:]:
@@ -78,15 +68,16 @@ def siblings(runs_csv) -> dict:
     return out
 
 
-def merge_by_host(sources, log=print) -> dict:
+def merge_by_host(sources, log=print) -> tuple[dict, dict]:
     """Merge tables from several machines. `sources` is [(label, {table: DataFrame})], this
-    machine first. Each host's rows come from the first source that has it, so a stale copy of
+    machine first. Each host's rows come from the first source that has it in any table (on a
+    cluster the preload and profile jobs may run on a node no train job used), so a stale copy of
     a host's results never mixes with a fresh run of the same host. Returns ({table: DataFrame},
     {host: label of its source})."""
     owner = {}  # host -> label of the source its rows come from
     merged = {name: [] for name in TABLES}
     for label, tables in sources:
-        hosts = sorted(set(tables["runs"]["host"]))
+        hosts = sorted({h for df in tables.values() if "host" in df.columns for h in df["host"]})
         new = [h for h in hosts if h not in owner]
         for h in hosts:
             if h in owner:
@@ -98,8 +89,9 @@ def merge_by_host(sources, log=print) -> dict:
                 merged[name].append(df[df["host"].isin(new)])
     out = {}
     for name, frames in merged.items():
-        frames = [f for f in frames if len(f)]
-        out[name] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["host"])
+        full = [f for f in frames if len(f)]
+        empty = frames[0].iloc[:0] if frames else pd.DataFrame(columns=["host"])  # keeps the columns
+        out[name] = pd.concat(full, ignore_index=True) if full else empty
     return out, owner
 
 
@@ -128,13 +120,13 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return counts.join(stats, how="left").reset_index()
 
 
-def run(row_files, env_files, transfer_csv, merge_files, left_out, out, log=print) -> None:
-    runs = load_runs(row_files)
+def run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, log=print) -> None:
     here = {
-        "runs": runs,
+        "runs": pd.concat([pd.read_csv(f) for f in row_files], ignore_index=True),
         "epochs": load_epochs(env_files),
         "environment": load_environment(env_files),
-        "transfer": load_transfer(transfer_csv, runs),
+        "transfer": pd.read_csv(transfer_csv),
+        "profile": load_profiles(profile_files),
     }
     sources = [("this workflow", here)] + [(str(f), siblings(f)) for f in merge_files]
     tables, owner = merge_by_host(sources, log=log)
@@ -145,6 +137,7 @@ def run(row_files, env_files, transfer_csv, merge_files, left_out, out, log=prin
     write_csv(tables["epochs"], out.epochs)
     write_csv(tables["environment"], out.environment)
     write_csv(tables["transfer"], out.transfer)
+    write_csv(tables["profile"], out.profile)
     write_csv(pd.DataFrame(left_out, columns=["device", "mode", "reason"]), out.left_out)
     for host, label in owner.items():
         log(f"host {host}: from {label}")

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-KEYS = ["host", "device", "mode", "batch_size"]
+from mnistbench.aggregate import KEYS, write_csv
+
 BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader batch copies
 REFERENCE_MODES = ("seed", "module", "manual")  # the mode ladder is compared with the first present
 
@@ -332,7 +333,7 @@ def trusted_by_device(fit: pd.DataFrame, host: str, devices):
         yield device, hf[hf["device"] == device]
 
 
-def findings(tables: dict, cfg: dict) -> dict:
+def findings(tables: dict) -> dict:
     """Plain-words findings from the numbers. Returns {host: [sentence, ...]} plus the notes of
     degenerate inputs under the key None."""
     fit, cross, spd, dl, bw, prof, runs = (tables[k] for k in ("fits", "crossover", "speedup", "dataloader", "bandwidth", "profile", "runs"))
@@ -501,7 +502,7 @@ def answer(found: dict, tables: dict) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def rst_pages(tables: dict, found: dict, cfg: dict) -> dict:
+def rst_pages(tables: dict, found: dict) -> dict:
     """The run-specific text of the report: {name: rst}, included by the captions and the workflow page."""
     fit, spd, dl, bw, prof, env = (tables[k] for k in ("fits", "speedup", "dataloader", "bandwidth", "profile", "environment"))
     pages = {}
@@ -602,27 +603,6 @@ def accuracy_text(runs: pd.DataFrame, target) -> str:
 # --- the rule -----------------------------------------------------------------------------------
 
 
-def load_profiles(files, merge_files) -> pd.DataFrame:
-    """This workflow's profile tables, then those next to the merged runs.csv files; each host's
-    rows come from the first table that has it (as for the runs)."""
-    frames = [pd.read_csv(f) for f in files]
-    frames += [pd.read_csv(p) for p in (Path(f).parent / "profile.csv" for f in merge_files) if p.exists()]
-    seen, keep = set(), []
-    for df in frames:
-        if df.empty:
-            continue
-        new = set(df["host"]) - seen
-        keep.append(df[df["host"].isin(new)])
-        seen |= new
-    return pd.concat(keep, ignore_index=True) if keep else pd.DataFrame(columns=["host", "mode", "status"])
-
-
-def write_csv(df: pd.DataFrame, path) -> None:
-    tmp = f"{path}.tmp"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-
-
 def write_text(text: str, path) -> None:
     tmp = f"{path}.tmp"
     Path(tmp).write_text(text)
@@ -638,17 +618,16 @@ def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
         dataloader=dataloader(runs, bw, prof), profile=prof, environment=env,
         accuracy=accuracy_text(runs, cfg.get("target_accuracy")),
     )  # fmt: skip
-    return tables, findings(tables, cfg)
+    return tables, findings(tables)
 
 
-def run(inp, out, cfg, merge_files=(), log=print) -> None:
-    runs = pd.read_csv(inp.runs)
-    prof = load_profiles(inp.profiles, merge_files)
+def run(inp, out, cfg, log=print) -> None:
+    runs, prof = pd.read_csv(inp.runs), pd.read_csv(inp.profile)
     tables, found = analyse(runs, pd.read_csv(inp.transfer), prof, pd.read_csv(inp.environment), cfg)
-    for name in ("fits", "crossover", "speedup", "dataloader", "bandwidth", "profile"):
+    for name in ("fits", "crossover", "speedup", "dataloader", "bandwidth"):
         write_csv(tables[name], out[name])
     write_text(summary_md(found, cfg, tables["environment"]), out.summary_md)
-    pages = rst_pages(tables, found, cfg)
+    pages = rst_pages(tables, found)
     for name in ("answer", "throughput", "speedup", "breakdown", "accuracy", "bandwidth", "ops"):
         write_text(pages[name], out[f"rst_{name}"])
     for host, sentences in found.items():

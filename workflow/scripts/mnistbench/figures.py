@@ -17,6 +17,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
+from mnistbench.analysis import cpu_first  # noqa: E402
+
 PHASES = {  # profile column -> legend label, in stacking order
     "transfer_us": "transfer (next batch)",
     "forward_us": "forward",
@@ -46,10 +48,6 @@ def note_figure(title: str, text: str) -> plt.Figure:
 
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] == "ok"].copy()
-
-
-def device_order(devices) -> list:
-    return sorted(set(devices), key=lambda d: (d != "cpu", d))
 
 
 def plain_log_ticks(ax, axis="y", ticks=None) -> None:
@@ -85,7 +83,7 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame) -> plt.Figure:
     if ok.empty:
         return note_figure(title, "No successful run: nothing to plot.")
     hosts = sorted(set(ok["host"]))
-    devices = device_order(ok["device"])
+    devices = cpu_first(ok["device"])
     hue = "device" if len(devices) > 1 else "mode"
     if hue == "mode":
         title = f"Training throughput by mode on {devices[0]}"
@@ -207,7 +205,7 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None) -> plt.Figur
     for ax, (host, b) in zip(axes, panels):
         p = med[(med["host"] == host) & (med["batch_size"] == b)]
         sns.lineplot(data=p, x="cum_train_s", y="test_accuracy", hue="mode", hue_order=sorted(set(med["mode"])),
-                     style="device", style_order=device_order(med["device"]), markers=True, ax=ax)  # fmt: skip
+                     style="device", style_order=cpu_first(med["device"]), markers=True, ax=ax)  # fmt: skip
         if target is not None:
             ax.axhline(target, ls="--", color="grey", lw=0.8, label=f"target {target}")
         ax.set(xscale="log", xlabel="training time (s, cumulative, log)", ylabel="test accuracy", ylim=(0, 1))
