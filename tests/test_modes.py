@@ -77,7 +77,7 @@ def test_every_mode_tracks_the_float64_reference(device, name, loss):
         pytest.skip("no C compiler to build the kernel mode")
     p = model.init_params("default", 7)
     x, y, t = batch(n=48, seed=1)
-    home = "cpu" if name == "dataloader" else device  # as train.py places the data
+    home = "cpu" if MODES[name].host_data else device  # as train.py places the data
     data = {"x": x.to(home), "y": y.to(home), "t": t.to(home)}
     perm = torch.randperm(48, generator=torch.Generator().manual_seed(2)).to(home)
     mode = MODES[name](p, device, 8, loss=loss, lr=0.5)

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mnistbench import model
+from mnistbench import kernel, model
 from mnistbench.devices import kind
 
 
@@ -34,6 +34,7 @@ class Mode:
     kinds = ("cpu", "cuda", "mps")  # device kinds on which the mode can exist at all
     exact = True  # trains the float32 function; amp is the one that does not
     steps_per_call = 1  # training steps per call of step()
+    host_data = False  # True: the data stays in host memory and each batch is copied (dataloader)
 
     def __init__(self, params, device, batch_size, loss="cross_entropy", lr=0.1, amp_dtype="float16"):
         self.device, self.batch_size, self.loss, self.lr = device, batch_size, loss, lr
@@ -229,6 +230,8 @@ class Module(Mode):
 
 class DataLoaderMode(Module):
     """`module` fed the way most tutorials do: a DataLoader over host memory, one copy per batch."""
+
+    host_data = True
 
     def epoch(self, data, perm):
         ds = torch.utils.data.TensorDataset(data["x"], data["y"])
@@ -457,8 +460,6 @@ class Kernel(Mode):
         self.p["w1"] = self.w1t.t()
 
     def setup(self, batch):
-        from mnistbench import kernel
-
         try:
             self.lib = kernel.load()
         except kernel.BuildError as e:

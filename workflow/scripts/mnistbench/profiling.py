@@ -20,7 +20,6 @@ Times are cpu-side wall clock of each range; on cuda that is the time to issue t
 the device still had to do shows up as device wait.
 """
 
-import math
 import os
 import socket
 import statistics
@@ -34,6 +33,7 @@ from torch.profiler import ProfilerActivity, profile
 from mnistbench import devices, model
 from mnistbench.data import load_tensors
 from mnistbench.modes import MODES, Unsupported, exists
+from mnistbench.train import failure
 
 PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]
 COLUMNS = (
@@ -64,11 +64,9 @@ def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=
             row = dict({c: "" for c in COLUMNS}, **base, mode=mode, batch_size=b, steps=steps)
             try:
                 row.update(profile_one(cfg, tensors, device, mode, b, steps, warmup), status="ok")
-            except Unsupported as e:
-                row.update(status="unsupported", message=str(e))
-            except RuntimeError as e:  # includes torch.OutOfMemoryError
-                text = " ".join(str(e).split())[:200]
-                row.update(status="oom" if "out of memory" in text.lower() else "error", message=text)
+            except (Unsupported, RuntimeError) as e:  # as in a train run
+                status, message = failure(e, b)
+                row.update(status=status, message=message)
             log(f"{device} {mode} bs{b}: {row['status']} {row['message']} "
                 f"{row['step_us_plain'] and round(row['step_us_plain'])} us/step plain, "
                 f"{row['step_us_profiled'] and round(row['step_us_profiled'])} profiled")  # fmt: skip
@@ -76,15 +74,13 @@ def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=
     return rows
 
 
-def batches_for(cfg, tensors, device, mode, b, n_batches):
+def batches_for(tensors, device, mode, b, n_batches):
     """Data for n_batches batches, the training images repeated if the data set is smaller."""
-    need = b * n_batches
-    x, y = tensors["train_x"], tensors["train_y"]
-    reps = math.ceil(need / len(x))
-    x, y = x.repeat(reps, 1)[:need], y.repeat(reps)[:need]
-    home = "cpu" if mode == "dataloader" else device  # as in train: only `dataloader` feeds from host memory
+    i = torch.arange(b * n_batches) % len(tensors["train_x"])
+    x, y = tensors["train_x"][i], tensors["train_y"][i]
+    home = "cpu" if MODES[mode].host_data else device
     data = {"x": x.to(home), "y": y.to(home), "t": F.one_hot(y, 10).float().to(home)}
-    return data, torch.arange(need).to(home)
+    return data, torch.arange(len(i)).to(home)
 
 
 def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
@@ -92,19 +88,9 @@ def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
     params = model.init_params(m["init"], cfg["seed"])
     trainer = MODES[mode](params, device, b, loss=m["loss"], lr=m["lr"], amp_dtype=m["amp_dtype"])
     k = trainer.steps_per_call  # an item of the epoch (one step() call) may hold several steps
-    data, perm = batches_for(cfg, tensors, device, mode, b, (1 + warmup + 2 * steps) * k)
+    data, perm = batches_for(tensors, device, mode, b, (1 + warmup + 2 * steps) * k)
     batches = iter(trainer.epoch(data, perm))
     trainer.setup(next(batches))  # compile / capture outside everything measured
-    if callable(getattr(trainer, "backward", None)):
-        # Hand-written modes compute forward and backward in one method: mark it, so the rest of
-        # the step (the SGD update) can be told apart. The instance attribute shadows the method.
-        inner = trainer.backward
-
-        def backward(*args, **kw):
-            with record_function("mnistbench::fwd_bwd"):
-                return inner(*args, **kw)
-
-        trainer.backward = backward
     for _ in range(warmup):
         trainer.step(next(batches))
     devices.synchronize(device)
@@ -116,6 +102,18 @@ def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
         trainer.step(next(batches))
         devices.synchronize(device)
         plain.append(time.perf_counter() - t0)
+
+    if callable(getattr(trainer, "backward", None)):
+        # Hand-written modes compute forward and backward in one method: mark it, so the rest of
+        # the step (the SGD update) can be told apart. The instance attribute shadows the method;
+        # only now, so the plain steps above do not pay for the marker.
+        inner = trainer.backward
+
+        def backward(*args, **kw):
+            with record_function("mnistbench::fwd_bwd"):
+                return inner(*args, **kw)
+
+        trainer.backward = backward
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if devices.kind(device) == "cuda" else [])
     with profile(activities=activities) as prof:

@@ -18,16 +18,21 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def write_outputs(row, record, csv_path, json_path=None):
-    """Write to temporary files, then rename: an interrupted job leaves no half-written output."""
-    csv_path = Path(csv_path)
-    tmp = csv_path.with_name(csv_path.name + ".tmp")
+def write_rows(path, columns, rows) -> None:
+    """A CSV file written to a temporary name, then renamed: an interrupted job leaves no
+    half-written output."""
+    tmp = f"{path}.tmp"
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
-        w.writerow(row)
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def write_outputs(row, record, csv_path, json_path=None):
+    """A train run's row and record, each written to a temporary file, then renamed."""
     if json_path:
         jtmp = Path(str(json_path) + ".tmp")
         jtmp.write_text(json.dumps(record, default=str))
         os.replace(jtmp, json_path)
-    os.replace(tmp, csv_path)
+    write_rows(csv_path, COLUMNS, [row])

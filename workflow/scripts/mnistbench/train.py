@@ -57,21 +57,22 @@ def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat:
     record = dict(environment=env.describe(device, threads, cfg), epochs=[], step_times_s=[], row=row)
     try:
         status, message = _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log)
-    except torch.OutOfMemoryError as e:
-        status, message = "oom", f"out of memory at batch size {batch_size}: {' '.join(str(e).split())[:160]}"
-    except Unsupported as e:
-        status, message = "unsupported", str(e)
-    except BenchError:
-        raise
-    except RuntimeError as e:
-        text = " ".join(str(e).split())
-        status = "oom" if "out of memory" in text.lower() else "error"
-        message = f"{type(e).__name__}: {text[:200]}"
-        if status == "error":
-            log(f"error: {message}")
+    except (Unsupported, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
+        status, message = failure(e, batch_size)
     row.update(status=status, message=message)
     log(f"{status}: {message}")
     return row, record
+
+
+def failure(e: Exception, batch_size: int) -> tuple[str, str]:
+    """(status, message) of a failure that belongs in the results rather than ending the job: a
+    pair that cannot run here, out of memory, or another runtime error (one line each)."""
+    if isinstance(e, Unsupported):
+        return "unsupported", str(e)
+    text = " ".join(str(e).split())
+    if isinstance(e, torch.OutOfMemoryError):
+        return "oom", f"out of memory at batch size {batch_size}: {text[:160]}"
+    return ("oom" if "out of memory" in text.lower() else "error"), f"{type(e).__name__}: {text[:200]}"
 
 
 def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
@@ -79,7 +80,7 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     if not exists(mode, device):
         raise Unsupported(f"{mode} cannot run on {device}")
     # Data stays on the device for the whole run; only `dataloader` keeps it in host memory.
-    home = "cpu" if mode == "dataloader" else device
+    home = "cpu" if MODES[mode].host_data else device
     tensors = load_tensors(data_path, home)
     n, n_test = cfg["train_samples"], cfg["test_samples"]
     if n > len(tensors["train_x"]) or n_test > len(tensors["test_x"]):
