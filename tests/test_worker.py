@@ -19,7 +19,7 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the socket path is relative, as in the workflow
     cfg = dict(train.DEFAULTS, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
     log = tmp_path / "job.log"
-    req = dict(config=cfg, data=tensors, device="cpu", mode="module", batch_size=8, repeat=1, log=str(log))
+    req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=1, log_path=str(log))
     row, record = worker.train(req, "w.sock")
     local, _ = train.train(cfg, tensors, "cpu", "module", 8, 1, log=lambda m: None)
     assert row["status"] == "ok" and row["final_loss"] == pytest.approx(local["final_loss"], abs=1e-6)

@@ -55,6 +55,12 @@ def run_files(ext):
     ]
 
 
+# A warm worker only where jobs run on this machine (see mnistbench/worker.py): a cluster job
+# re-reads the Snakefile in remote mode, and there it trains in its own process. Set in the config
+# the job reads, not in the train rule's params: a change of params would re-time every run.
+config["warm_worker"] = config["warm_worker"] and not workflow.remote_exec
+
+
 # The package's modules, inputs of the analysis rules that import them: Snakemake's code trigger
 # sees only the thin script, so without them an edit to mnistbench/figures.py would rerun nothing.
 PKG = Path(workflow.basedir) / "workflow" / "scripts" / "mnistbench"
@@ -87,3 +93,15 @@ def train_partition(wildcards):
 
 def train_gpu_model(wildcards):
     return SLURM["gpu_model"] if is_cuda(wildcards) else ""
+
+
+# What a timed job (train, profile) asks for. Timed jobs never overlap: the default profile
+# makes `timed_jobs` a global limit of 1.
+TIMED_RESOURCES = dict(
+    timed_jobs=1,
+    gpu=train_gpus,
+    gpu_model=train_gpu_model,
+    slurm_partition=train_partition,
+    slurm_account=SLURM["account"],
+    slurm_extra="--exclusive" if SLURM["exclusive"] else "",
+)

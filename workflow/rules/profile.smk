@@ -19,12 +19,7 @@ rule profile:
         "../../environment.yml"
     threads: train_threads()
     resources:
-        timed_jobs=1,
-        gpu=train_gpus,
-        gpu_model=train_gpu_model,
-        slurm_partition=train_partition,
-        slurm_account=SLURM["account"],
-        slurm_extra="--exclusive" if SLURM["exclusive"] else "",
+        **TIMED_RESOURCES,
     params:
         device=lambda wc: devs.unslug(wc.device),
         modes=lambda wc: [m for d, m in PAIRS if devs.slug(d) == wc.device],

@@ -14,18 +14,8 @@ rule train:
         "../../environment.yml"
     threads: train_threads()
     resources:
-        # Timed jobs never overlap: the default profile makes this a global limit of 1.
-        timed_jobs=1,
-        gpu=train_gpus,
-        gpu_model=train_gpu_model,
-        slurm_partition=train_partition,
-        slurm_account=SLURM["account"],
-        slurm_extra="--exclusive" if SLURM["exclusive"] else "",
+        **TIMED_RESOURCES,
     params:
         device=lambda wc: devs.unslug(wc.device),
-        # A warm worker only where jobs run on this machine (see mnistbench/worker.py): a cluster
-        # job re-reads the Snakefile in remote mode, and there it trains in its own process.
-        warm=config["warm_worker"] and not workflow.remote_exec,
-        socket="results/.trainer.sock",
     script:
         "../scripts/train.py"

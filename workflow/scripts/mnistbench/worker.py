@@ -8,7 +8,8 @@ stays, as for a user's second run) and exits after `IDLE_S` seconds without work
 changed, or after a CUDA error (which can leave the process's CUDA context broken for good). If the client is killed, nothing
 is written: the outputs come only from the client.
 
-On a cluster each job trains in its own process instead (the workflow passes warm=False).
+On a cluster each job trains in its own process instead (a remote job's config has warm_worker
+off: workflow/rules/common.smk).
 """
 
 import hashlib
@@ -24,6 +25,7 @@ from pathlib import Path
 from mnistbench import BenchError
 
 IDLE_S = 30
+SOCKET = "results/.trainer.sock"  # relative to the workflow's working directory
 PACKAGE = Path(__file__).resolve().parent
 
 
@@ -158,12 +160,10 @@ def _run(req: dict, trainer, torch) -> dict:
     # Every run compiles again (in-memory state cleared). Inductor's disk cache stays, so after
     # the first run of a graph `setup_s` is a warm-cache compile, as a user's second run is.
     torch.compiler.reset()
-    with open(req["log"], "a", buffering=1) if req.get("log") else open(os.devnull, "w") as f:
+    log_path = req.pop("log_path", None)  # the rest are train.train's arguments
+    with open(log_path, "a", buffering=1) if log_path else open(os.devnull, "w") as f:
         try:
-            row, record = trainer.train(
-                req["config"], req["data"], req["device"], req["mode"], req["batch_size"], req["repeat"],
-                log=lambda msg: print(msg, file=f),
-            )  # fmt: skip
+            row, record = trainer.train(**req, log=lambda msg: print(msg, file=f))
             return {"row": row, "record": record}
         except BenchError as e:
             return {"error": str(e)}
