@@ -26,6 +26,12 @@ SOURCE = Path(__file__).with_name("kernel.c")
 # otherwise crowd a real error out of the message.
 FLAGS = tuple(["-O3", *arch, *omp, "-Wno-psabi"] for omp in (["-fopenmp"], []) for arch in (["-march=native"], []))
 BUILD_TIMEOUT_S = 300
+# The arithmetic of one training sample, counted in multiply-adds: the forward pass (784x16 +
+# 16x16 + 16x10), the weight gradients (the same again) and the hidden layers' deltas (16x16 +
+# 16x10; nothing needs the input's). The SGD update folds into the weight gradient's FMA, and
+# the biases, sigmoids, softmax and exps are left out. 2 FLOP per multiply-add: 52 672.
+_FWD_MACS = 784 * 16 + 16 * 16 + 16 * 10
+FLOP_PER_SAMPLE = 2 * (2 * _FWD_MACS + 16 * 16 + 16 * 10)
 _loaded = {}
 
 
@@ -99,6 +105,10 @@ def load() -> ctypes.CDLL:
             ptr, i32, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
             lib.sgd_step.argtypes = [ptr, ptr, i32] + [ptr] * 6 + [f32, i32, i32, ptr]
             lib.sgd_step.restype = None
+            # x, t, n_steps, batch, w1t, b1, w2, b2, w3, b3, lr, mse, threads, work
+            lib.sgd_steps.argtypes = [ptr, ptr, i32, i32] + [ptr] * 6 + [f32, i32, i32, ptr]
+            lib.sgd_steps.restype = None
+            lib.fma_gflops.argtypes, lib.fma_gflops.restype = [ctypes.c_long], ctypes.c_double
             lib.work_floats.argtypes, lib.work_floats.restype = [i32], ctypes.c_long
             _loaded[path] = lib
             return lib
@@ -107,3 +117,12 @@ def load() -> ctypes.CDLL:
             f"cannot build or load the kernel under {tempfile.gettempdir()}: {e}; set TMPDIR elsewhere"
         ) from e
     raise BuildError(f"{' '.join(cc)} could not build {SOURCE.name}: {error}")
+
+
+def arithmetic_limit_us_per_sample(iters: int = 2_000_000, repeats: int = 5) -> float:
+    """Microseconds per training sample if one thread did FLOP_PER_SAMPLE at its peak FMA rate
+    (kernel.c's fma_gflops, the best of `repeats` runs): a floor for one thread on dense data.
+    Builds the kernel; BuildError if it cannot."""
+    lib = load()
+    gflops = max(lib.fma_gflops(iters) for _ in range(repeats))
+    return FLOP_PER_SAMPLE / (gflops * 1e3)

@@ -1,0 +1,127 @@
+"""kernel.c's sgd_steps, many SGD steps per call, held step by step to float64 autograd.
+
+Called through ctypes the way a mode calls it: contiguous float32 tensors by data_ptr(), W1
+passed transposed ([784, 16]). Nothing here depends on speed.
+"""
+
+import math
+
+import pytest
+import torch
+from mnistbench import kernel, model
+
+pytestmark = pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler to build the kernel")
+
+LOSSES = list(model.LOSSES)
+# As tests/test_modes.py: float32 round-off after a few dozen steps. Per-sample SGD at lr 0.5 is
+# chaotic (round-off grows with every step), so those runs stay short.
+TOL = dict(rtol=1e-4, atol=2e-5)
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return kernel.load()
+
+
+def data(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 784, generator=g)  # dense, as the bench's data
+    y = torch.randint(0, 10, (n,), generator=g)
+    return x, y, torch.nn.functional.one_hot(y, 10).float()
+
+
+def reference(p, x, y, batch, loss, lr):
+    """Plain SGD in float64 with autograd's gradient, the batches of `batch` rows in order."""
+    p = {k: v.double() for k, v in p.items()}
+    for i in range(0, len(x), batch):
+        p64 = {k: v.clone().requires_grad_(True) for k, v in p.items()}
+        model.loss_fn(model.forward(p64, x[i : i + batch].double()), y[i : i + batch], loss).backward()
+        p = {k: (v - lr * p64[k].grad).detach() for k, v in p.items()}
+    return p
+
+
+def kernel_run(lib, p, x, t, batch, loss, lr, calls, threads=1):
+    """sgd_steps called once per entry of `calls` (steps per call) on consecutive rows; returns
+    the parameters in model layout. b3 (10 floats) is trained in the head of a 16-float buffer,
+    and the kernel's 16-lane vectors must leave the 6 floats after it alone."""
+    s = {k: v.clone().contiguous() for k, v in p.items()}
+    guard = torch.full((16,), 123.0)
+    s["b3"] = guard[:10].copy_(p["b3"])
+    w1t = p["w1"].t().contiguous()
+    ptrs = [w1t.data_ptr()] + [s[k].data_ptr() for k in model.NAMES[1:]]
+    work = torch.empty(lib.work_floats(threads))
+    row = 0
+    for n in calls:
+        xs, ts = x[row : row + n * batch], t[row : row + n * batch]
+        assert xs.is_contiguous() and ts.is_contiguous() and len(xs) == n * batch > 0
+        lib.sgd_steps(
+            xs.data_ptr(), ts.data_ptr(), n, batch, *ptrs, lr, loss != "cross_entropy", threads, work.data_ptr()
+        )
+        row += n * batch
+    assert row == len(x)
+    assert torch.equal(guard[10:], torch.full((6,), 123.0)), "wrote past b3"
+    s["w1"] = w1t.t()
+    return s
+
+
+def assert_tracks(got, ref, p, moved_at_least):
+    moved = sum(float((ref[k] - p[k].double()).abs().max()) for k in model.NAMES)
+    assert moved > moved_at_least  # the reference really trained
+    for k in model.NAMES:
+        torch.testing.assert_close(got[k].double(), ref[k], **TOL, msg=k)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("init,lr,steps", [("default", 0.5, 37), ("seed", 0.001, 100)])
+def test_batch_1_run_in_one_call_tracks_float64_sgd(lib, init, lr, steps, loss):
+    """One call, one sample per step: every step sees the weights its predecessor left, the first
+    and the last sample of the call included. 'seed' is the beginner's init and lr
+    (config/seed.yaml): saturated sigmoids, small steps, so a longer run."""
+    p = model.init_params(init, 4)
+    x, y, t = data(steps, seed=1)
+    got = kernel_run(lib, p, x, t, 1, loss, lr, [steps])
+    assert_tracks(got, reference(p, x, y, 1, loss, lr), p, 1e-3)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_batch_1_run_split_into_calls_of_any_size(lib, loss):
+    """Calls of 1, 2, 7 and 27 steps (none a multiple of another): a run is the same whether it
+    is one call or many, each call picking up the weights the last one left."""
+    p = model.init_params("default", 5)
+    x, y, t = data(37, seed=2)
+    got = kernel_run(lib, p, x, t, 1, loss, 0.5, [1, 2, 7, 27])
+    assert_tracks(got, reference(p, x, y, 1, loss, 0.5), p, 1e-3)
+    whole = kernel_run(lib, p, x, t, 1, loss, 0.5, [37])
+    for k in model.NAMES:
+        torch.testing.assert_close(got[k], whole[k], **TOL, msg=k)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("batch,steps,threads", [(16, 6, 1), (16, 6, 2), (600, 3, 3)])
+def test_batches_of_many_rows_step_by_step(lib, batch, steps, threads, loss):
+    """batch > 1: each step the mean gradient of its rows. 600 rows on 3 threads: each step's
+    rows split among threads (kernel.c's MIN_ROWS keeps 16 rows on one)."""
+    p = model.init_params("default", 6)
+    x, y, t = data(batch * steps, seed=3)
+    got = kernel_run(lib, p, x, t, batch, loss, 0.5, [2, steps - 2], threads=threads)
+    assert_tracks(got, reference(p, x, y, batch, loss, 0.5), p, 1e-2)
+
+
+def test_a_call_of_no_steps_changes_nothing(lib):
+    p = model.init_params("default", 7)
+    x, _, t = data(2, seed=4)
+    s = {k: v.clone().contiguous() for k, v in p.items()}
+    w1t = p["w1"].t().contiguous()
+    ptrs = [w1t.data_ptr()] + [s[k].data_ptr() for k in model.NAMES[1:]]
+    work = torch.empty(lib.work_floats(1))
+    for batch in (1, 2):
+        lib.sgd_steps(x.data_ptr(), t.data_ptr(), 0, batch, *ptrs, 0.5, 0, 1, work.data_ptr())
+    s["w1"] = w1t.t()
+    for k in model.NAMES:
+        assert torch.equal(s[k], p[k]), k
+
+
+def test_arithmetic_limit_is_a_positive_time_per_sample():
+    assert kernel.FLOP_PER_SAMPLE == 2 * (2 * (784 * 16 + 16 * 16 + 16 * 10) + 16 * 16 + 16 * 10) == 52672
+    us = kernel.arithmetic_limit_us_per_sample(iters=20_000, repeats=2)
+    assert math.isfinite(us) and 0 < us < 1e4
