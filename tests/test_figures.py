@@ -2,16 +2,23 @@
 with an accelerator in the data, with only a cpu, with several hosts, and with nothing to plot."""
 
 import math
+import re
 
+import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from mnistbench import analysis, figures, words
+from mnistbench.modes import MODES as LADDER
 from test_analysis import GRID, synthetic_runs, transfer_table
 
-from mnistbench import analysis, figures
-
 MODES = ["manual", "module", "dataloader"]
+
+
+def in_ladder_order(modes) -> list:
+    """Categories of every figure (axes, legends) come in the ladder's order, the registry's."""
+    return [m for m in LADDER if m in modes]
 
 
 @pytest.fixture(autouse=True)
@@ -32,8 +39,18 @@ def epochs_for(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, r in runs.iterrows():
         for e in (1, 2):
-            rows.append(dict(host=r.host, device=r.device, mode=r["mode"], batch_size=r.batch_size, repeat=r["repeat"],
-                             epoch=e, cum_train_s=e * r.step_time_median_s * 100, test_accuracy=0.4 * e))  # fmt: skip
+            rows.append(
+                dict(
+                    host=r.host,
+                    device=r.device,
+                    mode=r["mode"],
+                    batch_size=r.batch_size,
+                    repeat=r["repeat"],
+                    epoch=e,
+                    cum_train_s=e * r.step_time_median_s * 100,
+                    test_accuracy=0.4 * e,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -44,10 +61,27 @@ def profile_for(devices=("cpu", "cuda"), sizes=(1, 4096)) -> pd.DataFrame:
             if d == "cuda" and m == "numpy":
                 continue
             for b in sizes:
-                row = dict(host="h1", device=d, mode=m, batch_size=b, status="ok", step_us_plain=100.0, step_us_profiled=150.0,
-                           transfer_us=5.0, forward_us=0.0, backward_us=0.0, fwd_bwd_us=0.0, optimizer_us=0.0, whole_us=0.0,
-                           wait_us=20.0 if d == "cuda" else 0.0, ops_step=40.0, ops_batch=3.0, aten_calls=120.0,
-                           launches=30.0 if d == "cuda" else math.nan, kernels=30.0 if d == "cuda" else math.nan)  # fmt: skip
+                row = dict(
+                    host="h1",
+                    device=d,
+                    mode=m,
+                    batch_size=b,
+                    status="ok",
+                    step_us_plain=100.0,
+                    step_us_profiled=150.0,
+                    transfer_us=5.0,
+                    forward_us=0.0,
+                    backward_us=0.0,
+                    fwd_bwd_us=0.0,
+                    optimizer_us=0.0,
+                    whole_us=0.0,
+                    wait_us=20.0 if d == "cuda" else 0.0,
+                    ops_step=40.0,
+                    ops_batch=3.0,
+                    aten_calls=120.0,
+                    launches=30.0 if d == "cuda" else math.nan,
+                    kernels=30.0 if d == "cuda" else math.nan,
+                )
                 if m in ("module", "dataloader"):
                     row.update(forward_us=40.0, backward_us=50.0, optimizer_us=20.0)
                 elif m in ("manual", "numpy"):
@@ -119,7 +153,7 @@ def test_speedup_heatmap_accelerator_over_cpu():
     ax = heat[0]
     assert heat_cells(ax) == len(MODES) * len(GRID)
     assert ax.get_xlabel() == "batch size" and ax.get_ylabel() == "mode"
-    assert [t.get_text() for t in ax.get_yticklabels()] == sorted(MODES)
+    assert [t.get_text() for t in ax.get_yticklabels()] == in_ladder_order(MODES)
     annotations = [t.get_text() for t in ax.texts]
     assert len(annotations) == len(MODES) * len(GRID) and all(a.endswith("×") for a in annotations)
 
@@ -142,12 +176,18 @@ def test_breakdown_panels_bars_and_phases(devices):
     ax = fig.axes[0]
     assert ax.get_xlabel() == "µs per step (profiled)" and ax.get_title() == "cpu, batch 1"
     labels = legend_texts(fig)
-    assert {"transfer (next batch)", "forward", "backward", "optimizer", "forward+backward (hand-written)",
-            "whole step (not separable)"} <= labels  # fmt: skip
+    assert {
+        "transfer (next batch)",
+        "forward",
+        "backward",
+        "optimizer",
+        "forward+backward (hand-written)",
+        "whole step (not separable)",
+    } <= labels
     assert ("device wait" in labels) == ("cuda" in devices)  # nothing to wait for on a cpu
     n_modes = len(MODES) + 2
     assert len(ax.patches) == n_modes * len(labels)  # one segment per mode and phase shown
-    assert [t.get_text() for t in ax.get_yticklabels()] == sorted(MODES + ["seed", "numpy"])
+    assert [t.get_text() for t in ax.get_yticklabels()] == in_ladder_order(MODES + ["seed", "numpy"])
 
 
 # 4 accuracy --------------------------------------------------------------------------------------
@@ -199,10 +239,10 @@ def test_ops_bars_per_mode(devices):
     axes = [ax for ax in fig.axes if ax.get_title()]
     rows = 2 if "cuda" in devices else 1  # kernel launches only where something launches kernels
     assert len(axes) == 2 * rows
-    assert [ax.get_ylabel() for ax in axes][:: 2] == ["torch ops per step", "kernel launches per step"][:rows]
+    assert [ax.get_ylabel() for ax in axes][::2] == ["torch ops per step", "kernel launches per step"][:rows]
     ax = axes[1]  # the large batch: the DataLoader's per-sample indexing shows
     modes = [t.get_text() for t in ax.get_xticklabels()]
-    assert modes == sorted(MODES + ["seed", "numpy"])
+    assert modes == in_ladder_order(MODES + ["seed", "numpy"])
     heights = {}
     for container, label in zip(ax.containers, [t.get_text() for t in ax.get_legend().get_texts()]):
         for mode, bar in zip(modes, container):
@@ -232,15 +272,116 @@ def test_every_figure_says_so_when_there_is_nothing_to_plot():
 
 def test_render_writes_every_png(tmp_path):
     runs = runs_for()
-    tables = {"runs": runs, "epochs": epochs_for(runs[runs.batch_size == 16]), "transfer": transfer_table(),
-              "fits": analysis.fits(runs), "speedup": analysis.speedup(runs), "profile": profile_for()}  # fmt: skip
+    tables = {
+        "runs": runs,
+        "epochs": epochs_for(runs[runs.batch_size == 16]),
+        "transfer": transfer_table(),
+        "fits": analysis.fits(runs),
+        "speedup": analysis.speedup(runs),
+        "profile": profile_for(),
+    }
     inp = {}
     for name, df in tables.items():
         inp[name] = tmp_path / f"{name}.csv"
         df.to_csv(inp[name], index=False)
-    out = {name: tmp_path / f"{name}.png" for name in ("throughput", "speedup", "breakdown", "ops", "accuracy", "bandwidth")}
+    out = {
+        name: tmp_path / f"{name}.png"
+        for name in ("throughput", "speedup", "breakdown", "ops", "accuracy", "bandwidth")
+    }
     figures.render(inp, out, dpi=50, target=0.9, log=lambda m: None)
     for path in out.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob("*.tmp*"))
     assert np.all([p.stat().st_size > 5000 for p in out.values()])
+
+
+# 0 the ladder ------------------------------------------------------------------------------------
+
+
+def ladder_runs(devices=("cpu", "cuda")) -> pd.DataFrame:
+    """Rungs with known lines: the beginner's code slow, every later rung faster; on cuda a large
+    fixed cost per step and a tiny cost per sample."""
+    truth = {}
+    rungs = ["seed", "manual", "module", "kernel", "cudagraph"]
+    for d in devices:
+        for i, m in enumerate(rungs):
+            if (d == "cpu" and m == "cudagraph") or (d == "cuda" and m == "kernel"):
+                continue
+            truth[(d, m)] = (1000.0 / (i + 1), 2.0 / (i + 1)) if d == "cpu" else (3000.0 / (i + 1), 0.05)
+    return synthetic_runs(truth)
+
+
+@pytest.mark.parametrize("devices", [("cpu", "cuda"), ("cpu",)])
+def test_ladder_bars_order_labels_and_title(devices):
+    runs = ladder_runs(devices)
+    lad = analysis.ladder(runs)
+    fig = figures.ladder(lad)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == ["batch 1", "batch 4096"]  # smallest and largest batch
+    for ax, point in zip(axes, ("smallest", "largest")):
+        rungs = [t.get_text() for t in ax.get_xticklabels()]
+        assert rungs == in_ladder_order(set(lad["mode"]))  # the ladder's order, left to right
+        bars = [b for b in ax.patches if b.get_gid()]
+        want = lad[lad.point == point]
+        assert len(bars) == len(want)  # one bar per device x rung that ran
+        for bar in bars:
+            device, mode = bar.get_gid().split("|")
+            rate = want[(want.device == device) & (want["mode"] == mode)].samples_per_s.iloc[0]
+            assert bar.get_height() == pytest.approx(rate)
+            centre = bar.get_x() + bar.get_width() / 2
+            assert abs(centre - rungs.index(mode)) < 0.5  # standing over its rung's tick
+        factors = [t.get_text() for t in ax.texts]
+        assert "1×" in factors and len(factors) == len(bars)  # seed's own bar says 1×, every bar a factor
+        seed_cpu = want[(want.device == "cpu") & (want["mode"] == "seed")].samples_per_s.iloc[0]
+        kernel = want[(want.device == "cpu") & (want["mode"] == "kernel")].samples_per_s.iloc[0]
+        assert words.times(kernel / seed_cpu) in factors
+        assert ax.get_yscale() == "log"
+        ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert ticks and all(re.fullmatch(r"[0-9.]+[kMG]?", t) for t in ticks), ticks  # 1k, 10k, 1M
+    title = fig._suptitle.get_text()
+    assert title.startswith("cpu: ") and "from the beginner's code at batch 1" in title
+    if "cuda" in devices:
+        assert "best cuda =" in title and {"cpu", "cuda"} <= legend_texts(fig)
+
+
+def colours_of(fig) -> list:
+    """Every colour a figure gave a line, marker, bar or band (not text, grid or background)."""
+    out = []
+    for ax in fig.axes:
+        for line in ax.lines:
+            if line.get_gid() == "fit" or len(line.get_xdata()) == 0:
+                continue
+            if list(line.get_ydata()) == [0.9, 0.9]:  # the target line
+                continue
+            out.append(mcolors.to_rgb(line.get_color()))
+        for patch in ax.patches:
+            if patch.get_width() > 0 and patch.get_height() > 0 and patch.get_facecolor()[3] > 0:
+                out.append(mcolors.to_rgb(patch.get_facecolor()))
+    return out
+
+
+def test_every_figure_uses_the_shared_palette():
+    """One colour per mode and one per device, defined once: whatever a figure colours a line,
+    marker or bar with comes from figures' palette (heatmaps use a colour scale instead)."""
+    palette = [tuple(round(c, 3) for c in mcolors.to_rgb(p)) for p in figures.palette_colors()]
+    runs = runs_for()
+    lad_runs = ladder_runs()
+    drawn = {
+        "ladder": figures.ladder(analysis.ladder(lad_runs)),
+        "ladder cpu": figures.ladder(analysis.ladder(ladder_runs(("cpu",)))),
+        "throughput": figures.throughput(runs, analysis.fits(runs)),
+        "throughput cpu": figures.throughput(runs_for(("cpu",)), analysis.fits(runs_for(("cpu",)))),
+        "accuracy": figures.accuracy(epochs_for(runs[runs.batch_size == 16]), runs, 0.9),
+        "bandwidth": figures.bandwidth(transfer_table()),
+        "ops": figures.ops(profile_for()),
+        "breakdown": figures.breakdown(profile_for()),
+    }
+    for name, fig in drawn.items():
+        used = colours_of(fig)
+        assert used, name
+        stray = {tuple(round(c, 3) for c in u) for u in used} - set(palette)
+        assert not stray, f"{name} uses colours outside the shared palette: {stray}"
+    # With one device the colour is the mode's: each mode's line has its own colour from MODE_COLOR.
+    lines = [ln for ln in drawn["throughput cpu"].axes[0].lines if ln.get_gid() is None and len(ln.get_xdata()) > 1]
+    assert {mcolors.to_rgb(ln.get_color()) for ln in lines} == {mcolors.to_rgb(figures.MODE_COLOR[m]) for m in MODES}
+    assert set(figures.MODE_COLOR) == set(LADDER) and len(set(figures.MODE_COLOR.values())) == len(LADDER)

@@ -1,11 +1,17 @@
-"""Seaborn figures of the summary tables. Each function takes data frames and returns the figure
-(the tests read its axes, lines and legend); `render` reads the CSVs and writes every PNG.
+"""Seaborn figures of the summary tables, and their registry.
 
-Every figure must read well with only a cpu in the data, and with several hosts merged in:
-panels exist only for data that exists, and a figure without any data says so in words.
+Each figure is a function that takes data frames and returns the figure (the tests read its axes,
+bars, lines and legend), registered with `@figure(...)`: the registry FIGURES drives the figure
+rule's outputs, the report's categories and the text pages beside each figure. To add a figure:
+its function here, registered, and its caption workflow/report/<name>.rst.
+
+One look across figures: one colour and marker per mode and one per device (STYLE), legends and
+categories in ladder order, log axes labelled 1k, 10k, 1M, and a title that says the finding.
+Every figure must read well with only a cpu in the data and with several hosts merged in: panels
+exist only for data that exists, and a figure without any data says so in words.
 """
 
-import os
+from dataclasses import dataclass, field
 
 import matplotlib
 
@@ -17,8 +23,21 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
-from mnistbench.analysis import cpu_first  # noqa: E402
+from mnistbench import files  # noqa: E402
+from mnistbench.devices import HOST, KINDS, host_first, kind  # noqa: E402
+from mnistbench.modes import MODES  # noqa: E402
+from mnistbench.words import rate, times  # noqa: E402
 
+# --- one look -----------------------------------------------------------------------------------
+
+_MODE_COLORS = sns.color_palette("tab10", 10) + [(0.15, 0.15, 0.15)]
+_MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "h", "p", "<", ">"]
+MODE_COLOR = dict(zip(MODES, _MODE_COLORS))
+MODE_MARKER = dict(zip(MODES, _MARKERS))
+# Devices: the cpu grey-blue, cuda green, mps silver; further GPUs of a kind get lighter shades.
+_KIND_COLOR = {"cpu": (0.33, 0.42, 0.55), "cuda": (0.30, 0.62, 0.05), "mps": (0.55, 0.55, 0.60)}
+_KIND_MARKER = {"cpu": "o", "cuda": "s", "mps": "^"}
+assert set(_KIND_COLOR) == set(KINDS), "every device kind needs a colour"
 PHASES = {  # profile column -> legend label, in stacking order
     "transfer_us": "transfer (next batch)",
     "forward_us": "forward",
@@ -28,13 +47,60 @@ PHASES = {  # profile column -> legend label, in stacking order
     "whole_us": "whole step (not separable)",
     "wait_us": "device wait",
 }
+PHASE_COLOR = dict(zip(PHASES, sns.color_palette("Set2", len(PHASES))))
 
 
-def save(fig, path, dpi=110) -> None:
-    tmp = f"{path}.tmp.png"
-    fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
+def device_color(device: str):
+    base = np.array(_KIND_COLOR[kind(device)])
+    n = int(device.split(":")[1]) if ":" in device else 0
+    return tuple(base + (1 - base) * min(0.6, 0.2 * n))  # cuda:1, cuda:2 ... lighter
+
+
+def device_marker(device: str) -> str:
+    return _KIND_MARKER[kind(device)]
+
+
+def ladder_order(modes) -> list:
+    present = set(modes)
+    return [m for m in MODES if m in present]
+
+
+def palette_colors() -> list:
+    """Every colour a figure may give a mode, a device or a phase (the tests hold figures to it)."""
+    devices = [f"{k}:{i}" for k in KINDS for i in range(4)]
+    return list(MODE_COLOR.values()) + [device_color(d) for d in devices] + list(PHASE_COLOR.values())
+
+
+# --- the registry -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    draw: object  # the function
+    inputs: tuple  # summary tables it reads, results/summary/<input>.csv, in argument order
+    category: str  # the report's section
+    content: str  # the report's label
+    options: tuple = field(default=())  # keyword options the rule passes (target, use)
+
+
+FIGURES: dict[str, Figure] = {}  # in the report's order
+
+
+def figure(category: str, content: str, inputs: tuple, options: tuple = ()):
+    def register(fn):
+        FIGURES[fn.__name__] = Figure(fn.__name__, fn, inputs, category, content, options)
+        return fn
+
+    return register
+
+
+def inputs() -> list[str]:
+    """Every summary table some figure reads."""
+    return list(dict.fromkeys(i for f in FIGURES.values() for i in f.inputs))
+
+
+# --- helpers ------------------------------------------------------------------------------------
 
 
 def note_figure(title: str, text: str) -> plt.Figure:
@@ -46,19 +112,28 @@ def note_figure(title: str, text: str) -> plt.Figure:
     return fig
 
 
-def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[runs["status"] == "ok"].copy()
+def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+    q = runs["quality"] if "quality" in runs.columns else pd.Series("ok", index=runs.index)
+    return runs[(runs["status"] == "ok") & q.isin(list(use))].copy()
 
 
-def plain_log_ticks(ax, axis="y", ticks=None) -> None:
-    """Log axes labelled 1, 16, 256 or 0.01, 30 instead of 10^1.2: a beginner reads numbers."""
+def si(v, _=None) -> str:
+    """Tick label: 1k, 20k, 1M, 0.5, 3."""
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:g}{unit}"
+    return f"{v:g}"
+
+
+def log_ticks(ax, axis="y", ticks=None) -> None:
+    """Log axes labelled 1, 16, 256 (given ticks) or 1k, 10k, 1M: a beginner reads numbers."""
     a = ax.xaxis if axis == "x" else ax.yaxis
     if ticks is not None:
         a.set_ticks(sorted(set(ticks)))
     else:
         a.set_major_locator(LogLocator(subs=(1, 2, 5)))
     a.set_minor_formatter(NullFormatter())
-    a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    a.set_major_formatter(FuncFormatter(si))
 
 
 def grid(n_panels: int, ncols: int, size=(6.5, 4.5)):
@@ -70,54 +145,173 @@ def grid(n_panels: int, ncols: int, size=(6.5, 4.5)):
     return fig, list(axes.flat[:n_panels])
 
 
+def host_device_panels(df) -> list:
+    """(host, device) pairs, hosts sorted, the cpu first within a host."""
+    return [(h, d) for h in sorted(set(df["host"])) for d in host_first(df[df["host"] == h]["device"])]
+
+
+# 0 ------------------------------------------------------------------------------------------------
+
+
+@figure("Ladder", "the mode ladder per device", inputs=("ladder",))
+def ladder(lad: pd.DataFrame) -> plt.Figure:
+    """The ladder: samples/s of every rung, in ladder order, at the smallest and the largest batch
+    size; each bar labelled with its factor over the beginner's code on its device. One row of
+    panels per host; with several devices their bars stand side by side (colour = device),
+    with one the colour is the mode's."""
+    title = "The mode ladder"
+    if lad.empty:
+        return note_figure(title, "No rung ran successfully: nothing to draw.")
+    hosts = sorted(set(lad["host"]))
+    points = [p for p in ("smallest", "largest") if p in set(lad["point"])]
+    modes = ladder_order(lad["mode"])
+    fig, axes = plt.subplots(
+        len(hosts), len(points), figsize=(1.2 + 0.75 * len(modes) * len(points), 4.6 * len(hosts)), squeeze=False
+    )
+    for row, host in zip(axes, hosts):
+        h = lad[lad["host"] == host]
+        devices = host_first(h["device"])
+        width = 0.8 / len(devices)
+        for ax, point in zip(row, points):
+            p = h[h["point"] == point]
+            x = {m: i for i, m in enumerate(modes)}
+            for j, device in enumerate(devices):
+                d = p[p["device"] == device].set_index("mode").reindex([m for m in modes if m in set(p["mode"])])
+                d = d[d["samples_per_s"].notna()]
+                if d.empty:
+                    continue
+                colors = [MODE_COLOR[m] for m in d.index] if len(devices) == 1 else device_color(device)
+                pos = [x[m] - 0.4 + width * (j + 0.5) for m in d.index]
+                bars = ax.bar(pos, d["samples_per_s"], width=width * 0.95, color=colors, label=device)
+                for bar in bars:
+                    bar.set_gid(f"{device}|{d.index[list(bars).index(bar)]}")
+                labels = [times(v) if np.isfinite(v) else "" for v in d["over_seed"]]
+                ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
+            b = p["batch_size"].iloc[0] if len(p) else ""
+            ax.set_xticks(range(len(modes)), modes, rotation=30, ha="right")
+            ax.set(yscale="log", xlabel="rung (ladder order)", ylabel="samples / s (median)")
+            log_ticks(ax, "y")
+            ax.set_title(f"batch {b}" + (f" — {host}" if len(hosts) > 1 else ""))
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+            ax.margins(y=0.15)
+            if len(devices) > 1:
+                ax.legend(title=None, fontsize=8, loc="upper left")
+    fig.suptitle(ladder_finding(lad))
+    fig.tight_layout()
+    return fig
+
+
+def ladder_finding(lad: pd.DataFrame) -> str:
+    """The ladder's title: the climb on each device at the smallest batch, and where an
+    accelerator ran, how it compares with the cpu there and at the largest batch."""
+    parts = []
+    host = sorted(set(lad["host"]))[0]
+    h = lad[lad["host"] == host]
+    for device in host_first(h["device"]):
+        s = h[(h["device"] == device) & (h["point"] == "smallest")]
+        top = s.loc[s["samples_per_s"].idxmax()] if len(s) else None
+        if top is not None and np.isfinite(top["over_seed"]):
+            parts.append(f"{device}: {times(top['over_seed'])} from the beginner's code at batch {top['batch_size']}")
+        elif top is not None:
+            parts.append(f"{device}: best at batch {top['batch_size']} is {top['mode']}")
+    accelerators = [d for d in host_first(h["device"]) if d != HOST]
+    for device in accelerators[:1]:
+        for point in ("smallest", "largest"):
+            a = h[(h["device"] == device) & (h["point"] == point)]
+            c = h[(h["device"] == HOST) & (h["point"] == point)]
+            if len(a) and len(c) and a["batch_size"].iloc[0] == c["batch_size"].iloc[0]:
+                ratio = a["samples_per_s"].max() / c["samples_per_s"].max()
+                parts.append(f"best {device} = {times(ratio)} best cpu at batch {a['batch_size'].iloc[0]}")
+    return "; ".join(parts) or "The mode ladder"
+
+
 # 1 ------------------------------------------------------------------------------------------------
 
 
-def throughput(runs: pd.DataFrame, fits: pd.DataFrame) -> plt.Figure:
-    """samples/s against batch size, log-log; hue = device, style = mode; median over repeats with
-    the interquartile range as a band, and the fitted B / (a + b·B) as a thin dotted curve. One
+@figure("Throughput", "samples/s vs batch size", inputs=("runs", "fits"), options=("use",))
+def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figure:
+    """samples/s against batch size, log-log; colour = device, marker = mode; median over the
+    usable repeats with the interquartile range as a band, and the fitted B / (a + b·B) as a thin
+    dotted curve. Runs left out of the analysis (a noisy or short timing) are drawn hollow. One
     panel per host. With a single device, colour goes to the mode too (one colour would hide
     which line is which) and the device moves to the title."""
-    ok = ok_runs(runs)
+    ok = usable(runs, use)
     title = "Training throughput by device and mode"
     if ok.empty:
         return note_figure(title, "No successful run: nothing to plot.")
+    left = runs[(runs["status"] == "ok") & ~runs.index.isin(ok.index)]
     hosts = sorted(set(ok["host"]))
-    devices = cpu_first(ok["device"])
+    devices = host_first(ok["device"])
     hue = "device" if len(devices) > 1 else "mode"
     if hue == "mode":
         title = f"Training throughput by mode on {devices[0]}"
-    levels = devices if hue == "device" else sorted(set(ok["mode"]))
-    palette = dict(zip(levels, sns.color_palette("tab10", len(levels))))
+    colour = {d: device_color(d) for d in devices} if hue == "device" else MODE_COLOR
+    modes = ladder_order(ok["mode"])
     fig, axes = grid(len(hosts), 2, size=(8, 5))
     for ax, host in zip(axes, hosts):
         h = ok[ok["host"] == host]
         sns.lineplot(
-            data=h, x="batch_size", y="samples_per_s", hue=hue, hue_order=[v for v in levels if v in set(h[hue])],
-            style="mode", estimator="median", errorbar=("pi", 50), markers=True, dashes=True, palette=palette, ax=ax,
-        )  # fmt: skip
+            data=h,
+            x="batch_size",
+            y="samples_per_s",
+            hue=hue,
+            hue_order=[v for v in (devices if hue == "device" else modes) if v in set(h[hue])],
+            style="mode",
+            style_order=[m for m in modes if m in set(h["mode"])],
+            markers={m: MODE_MARKER[m] for m in modes},
+            estimator="median",
+            errorbar=("pi", 50),
+            dashes=True,
+            palette=colour,
+            ax=ax,
+        )
+        hl = left[left["host"] == host]
+        for _, r in hl.iterrows():  # left out of the analysis: hollow, not connected
+            c = colour.get(r[hue], "grey")
+            (pt,) = ax.plot(
+                [r["batch_size"]], [r["samples_per_s"]], ls="", marker=MODE_MARKER[r["mode"]], mfc="none", mec=c
+            )
+            pt.set_gid("excluded")
         lo, hi = h["batch_size"].min(), h["batch_size"].max()
         xs = np.geomspace(lo, hi, 64) if hi > lo else np.array([lo])
         for _, f in fits[(fits["host"] == host) & fits["a_us"].notna() & fits["b_us"].notna()].iterrows():
             step = (f["a_us"] + f["b_us"] * xs) * 1e-6
-            (line,) = ax.plot(xs, xs / step, ls=":", lw=1.0, alpha=0.8, color=palette.get(f[hue], "grey"))
+            (line,) = ax.plot(xs, xs / step, ls=":", lw=1.0, alpha=0.8, color=colour.get(f[hue], "grey"))
             line.set_gid("fit")
         ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="samples / s (median, IQR band)")
-        plain_log_ticks(ax, "x", ticks=h["batch_size"])
-        plain_log_ticks(ax, "y")
+        log_ticks(ax, "x", ticks=h["batch_size"])
+        log_ticks(ax, "y")
         ax.set_title(f"{title} — {host}" if len(hosts) > 1 else title)
         ax.grid(True, which="both", alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
         handles.append(Line2D([], [], ls=":", color="grey"))
         labels.append("fit: B / (a + b·B)")
+        if len(hl):
+            handles.append(Line2D([], [], ls="", marker="o", mfc="none", mec="grey"))
+            labels.append("left out (noisy or short timing)")
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    fig.suptitle(throughput_finding(ok))
     fig.tight_layout()
     return fig
+
+
+def throughput_finding(ok: pd.DataFrame) -> str:
+    med = ok.groupby(["device", "mode", "batch_size"])["samples_per_s"].median().reset_index()
+    small, large = med["batch_size"].min(), med["batch_size"].max()
+    if small == large:
+        return f"One batch size ({small}): no growth to show"
+    a, b = med[med["batch_size"] == small], med[med["batch_size"] == large]
+    ta, tb = a.loc[a["samples_per_s"].idxmax()], b.loc[b["samples_per_s"].idxmax()]
+    return (
+        f"Batch {large} trains {times(tb['samples_per_s'] / ta['samples_per_s'])} the samples/s of batch {small} "
+        f"({tb['mode']} on {tb['device']}: {rate(tb['samples_per_s'])}/s)"
+    )
 
 
 # 2 ------------------------------------------------------------------------------------------------
 
 
+@figure("Speedup", "speedup heatmap", inputs=("speedup",))
 def speedup(spd: pd.DataFrame) -> plt.Figure:
     """Heatmap of speedup (mode x batch size), one panel per host x accelerator over the cpu.
     With no accelerator in the data, each mode over the reference mode on the cpu instead, so a
@@ -127,21 +321,35 @@ def speedup(spd: pd.DataFrame) -> plt.Figure:
     data, what = (dev, "over cpu, same mode") if len(dev) else (spd[spd["kind"] == "mode"], "")
     if data.empty:
         return note_figure(title, "Not enough successful runs to compare (no accelerator, one mode).")
-    panels = sorted(set(zip(data["host"], data["device"])), key=lambda hd: (hd[0], hd[1] != "cpu", hd[1]))
+    panels = host_device_panels(data)
     hosts = {h for h, _ in panels}
-    fig, axes = grid(len(panels), 2, size=(1.0 + 1.1 * data["batch_size"].nunique(), 0.9 + 0.5 * data["mode"].nunique()))
+    fig, axes = grid(
+        len(panels), 2, size=(1.0 + 1.1 * data["batch_size"].nunique(), 0.9 + 0.5 * data["mode"].nunique())
+    )
     for ax, (host, device) in zip(axes, panels):
         p = data[(data["host"] == host) & (data["device"] == device)]
         table = p.pivot_table(index="mode", columns="batch_size", values="speedup", aggfunc="median")
-        annot = table.map(lambda v: "" if not np.isfinite(v) else f"{v:.2g}×")
+        table = table.reindex(ladder_order(table.index))
+        annot = table.map(lambda v: "" if not np.isfinite(v) else times(v))
         sns.heatmap(
-            np.log2(table), annot=annot, fmt="", cmap="RdBu", center=0, ax=ax,
-            cbar_kws={"label": "log2 speedup (blue: faster)"}, linewidths=0.5,
-        )  # fmt: skip
+            np.log2(table),
+            annot=annot,
+            fmt="",
+            cmap="RdBu",
+            center=0,
+            ax=ax,
+            cbar_kws={"label": "log2 speedup (blue: faster)"},
+            linewidths=0.5,
+        )
         ref = p["baseline_mode"].iloc[0]
         label = f"{device} {what}" if what else f"each mode over {ref}, {device}"
         ax.set_title(f"{label}" + (f" — {host}" if len(hosts) > 1 else ""))
         ax.set(xlabel="batch size", ylabel="mode")
+    best = data.loc[data["speedup"].idxmax()]
+    fig.suptitle(
+        f"Up to {times(best['speedup'])}: {best['mode']} on {best['device']} at batch {best['batch_size']}"
+        + ("" if what else f" over {best['baseline_mode']}")
+    )
     fig.tight_layout()
     return fig
 
@@ -149,38 +357,42 @@ def speedup(spd: pd.DataFrame) -> plt.Figure:
 # 3 ------------------------------------------------------------------------------------------------
 
 
+@figure("Breakdown", "step-time breakdown", inputs=("profile",))
 def breakdown(prof: pd.DataFrame) -> plt.Figure:
-    """Stacked bars: where a profiled step's time goes, per mode, at the smallest and the largest
-    batch size; one row of panels per host x device."""
+    """Stacked bars: where a profiled step's time goes, per mode (ladder order, top to bottom), at
+    the smallest and the largest batch size; one row of panels per host x device."""
     title = "Step-time breakdown (torch.profiler)"
     ok = prof[prof["status"] == "ok"] if len(prof) else prof
     if ok.empty:
         return note_figure(title, "No profile succeeded: nothing to break down.")
     ok = ok.copy()
     phases = [c for c in PHASES if c in ok.columns and ok[c].fillna(0).gt(0).any()]
-    colors = dict(zip(PHASES, sns.color_palette("Set2", len(PHASES))))
-    rows = sorted(set(zip(ok["host"], ok["device"])), key=lambda hd: (hd[0], hd[1] != "cpu", hd[1]))
+    rows = host_device_panels(ok)
     hosts = {h for h, _ in rows}
     sizes = sorted(set(ok["batch_size"]))
-    n_modes = ok["mode"].nunique()
-    fig, axes = plt.subplots(len(rows), len(sizes), figsize=(6 * len(sizes), (1.4 + 0.4 * n_modes) * len(rows) + 0.8), squeeze=False)
+    modes = ladder_order(ok["mode"])
+    fig, axes = plt.subplots(
+        len(rows), len(sizes), figsize=(6 * len(sizes), (1.4 + 0.4 * len(modes)) * len(rows) + 0.8), squeeze=False
+    )
     for (host, device), row in zip(rows, axes):
         for ax, b in zip(row, sizes):
             p = ok[(ok["host"] == host) & (ok["device"] == device) & (ok["batch_size"] == b)]
-            p = p.set_index("mode").reindex(sorted(set(ok["mode"]))).dropna(how="all", subset=phases)
+            p = p.set_index("mode").reindex(modes).dropna(how="all", subset=phases)
             left = np.zeros(len(p))
             for c in phases:
                 v = p[c].fillna(0).to_numpy()
-                ax.barh(p.index, v, left=left, color=colors[c], label=PHASES[c])
+                ax.barh(p.index, v, left=left, color=PHASE_COLOR[c], label=PHASES[c])
                 left += v
-            ax.invert_yaxis()  # modes top to bottom in reading order
+            ax.invert_yaxis()  # modes top to bottom in ladder order
             ax.set(xlabel="µs per step (profiled)", ylabel="mode")
             ax.set_title(f"{device}, batch {b}" + (f" — {host}" if len(hosts) > 1 else ""))
             ax.xaxis.set_major_locator(MaxNLocator(5))
             ax.grid(False, axis="y")
             ax.grid(True, axis="x", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.suptitle(title)
+    small = ok[ok["batch_size"] == sizes[0]]
+    top = small.loc[small["step_us_profiled"].idxmax()]
+    fig.suptitle(f"{title}: at batch {sizes[0]} the slowest step is {top['mode']} on {top['device']}")
     fig.tight_layout()
     # The phase legend under the panels, where it cannot cover a bar or the title.
     fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), bbox_to_anchor=(0.5, 0.0), fontsize=8)
@@ -190,33 +402,50 @@ def breakdown(prof: pd.DataFrame) -> plt.Figure:
 # 4 ------------------------------------------------------------------------------------------------
 
 
-def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None) -> plt.Figure:
-    """Test accuracy after each epoch against cumulative training time (time to accuracy): hue =
-    mode, style = device, one panel per batch size (and host); median over the repeats."""
+@figure("Accuracy", "time to accuracy", inputs=("epochs", "runs"), options=("target", "use"))
+def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",)) -> plt.Figure:
+    """Test accuracy after each epoch against cumulative training time (time to accuracy): colour
+    = mode, line style = device, one panel per batch size (and host); median over the repeats."""
     title = "Test accuracy against training time"
-    ok = ok_runs(runs)[["host", "device", "mode", "batch_size", "repeat"]]
+    ok = usable(runs, use)[["host", "device", "mode", "batch_size", "repeat"]]
     e = epochs.merge(ok, on=["host", "device", "mode", "batch_size", "repeat"]) if len(epochs) else epochs
     if e.empty:
         return note_figure(title, "No successful run with per-epoch records.")
-    med = e.groupby(["host", "device", "mode", "batch_size", "epoch"], as_index=False)[["cum_train_s", "test_accuracy"]].median()
+    med = e.groupby(["host", "device", "mode", "batch_size", "epoch"], as_index=False)[
+        ["cum_train_s", "test_accuracy"]
+    ].median()
     panels = sorted(set(zip(med["host"], med["batch_size"])))
     hosts = {h for h, _ in panels}
     fig, axes = grid(len(panels), 3, size=(5.5, 4))
     for ax, (host, b) in zip(axes, panels):
         p = med[(med["host"] == host) & (med["batch_size"] == b)]
-        sns.lineplot(data=p, x="cum_train_s", y="test_accuracy", hue="mode", hue_order=sorted(set(med["mode"])),
-                     style="device", style_order=cpu_first(med["device"]), markers=True, ax=ax)  # fmt: skip
+        sns.lineplot(
+            data=p,
+            x="cum_train_s",
+            y="test_accuracy",
+            hue="mode",
+            hue_order=ladder_order(med["mode"]),
+            palette=MODE_COLOR,
+            style="device",
+            style_order=host_first(med["device"]),
+            markers={d: device_marker(d) for d in set(med["device"])},
+            ax=ax,
+        )
         if target is not None:
             ax.axhline(target, ls="--", color="grey", lw=0.8, label=f"target {target}")
         ax.set(xscale="log", xlabel="training time (s, cumulative, log)", ylabel="test accuracy", ylim=(0, 1))
         ax.set_title(f"batch {b}" + (f" — {host}" if len(hosts) > 1 else ""))
         ax.grid(True, which="both", alpha=0.3)
-        plain_log_ticks(ax, "x")
+        log_ticks(ax, "x")
         handles, labels = ax.get_legend_handles_labels()
         ax.legend().remove()
     # One legend for all panels, outside them, so it never hides a line.
     fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=8)
-    fig.suptitle(title)
+    last = med[med["epoch"] == med["epoch"].max()]
+    top = last.loc[last["test_accuracy"].idxmax()]
+    fig.suptitle(
+        f"{title}: best {top['test_accuracy']:.2f} ({top['mode']} on {top['device']}, batch {top['batch_size']})"
+    )
     fig.tight_layout()
     return fig
 
@@ -224,25 +453,41 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None) -> plt.Figur
 # 5 ------------------------------------------------------------------------------------------------
 
 
+@figure("Data transfer", "copy bandwidth vs size", inputs=("transfer",))
 def bandwidth(transfer: pd.DataFrame) -> plt.Figure:
-    """Copy bandwidth against transfer size, log-log; hue = device (host · device when several
-    hosts), style = pinned or pageable memory. On the cpu, a host memcpy (the baseline)."""
+    """Copy bandwidth against transfer size, log-log; colour = device (host · device when several
+    hosts), line style = pinned or pageable memory. On the cpu, a host memcpy (the baseline)."""
     title = "Host → device copy bandwidth"
     if transfer.empty:
         return note_figure(title, "No copy timings.")
     t = transfer.copy()
-    t["target"] = t["device"].where(t["device"] != "cpu", "cpu (host memcpy)")
+    t["target"] = t["device"].where(t["device"] != HOST, "cpu (host memcpy)")
     if t["host"].nunique() > 1:
         t["target"] = t["host"] + " · " + t["target"]
+    colour = {tg: device_color(d) for tg, d in zip(t["target"], t["device"])}
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     memories = [m for m in ("pageable", "pinned") if m in set(t["memory"])]
-    sns.lineplot(data=t, x="bytes", y="gb_per_s", hue="target", style="memory", style_order=memories,
-                 markers=True, ax=ax)  # fmt: skip
+    order = [tg for d in host_first(t["device"]) for tg in dict.fromkeys(t[t["device"] == d]["target"])]
+    sns.lineplot(
+        data=t,
+        x="bytes",
+        y="gb_per_s",
+        hue="target",
+        hue_order=order,
+        palette=colour,
+        style="memory",
+        style_order=memories,
+        markers=True,
+        ax=ax,
+    )
     ax.set(xscale="log", yscale="log", xlabel="bytes per copy", ylabel="GB / s (median of 7 copies)")
-    plain_log_ticks(ax, "y")
+    log_ticks(ax, "x")
+    log_ticks(ax, "y")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    big = t.loc[t["gb_per_s"].idxmax()]
+    fig.suptitle(f"Fastest copy: {big['gb_per_s']:.3g} GB/s ({big['target']}, {big['memory']}, {si(big['bytes'])}B)")
     fig.tight_layout()
     return fig
 
@@ -250,9 +495,10 @@ def bandwidth(transfer: pd.DataFrame) -> plt.Figure:
 # 6 ------------------------------------------------------------------------------------------------
 
 
+@figure("Breakdown", "ops per step", inputs=("profile",))
 def ops(prof: pd.DataFrame) -> plt.Figure:
     """Torch ops dispatched per training step (in the step + fetching the batch), per mode; a second
-    row with cuda kernel launches when an accelerator was profiled."""
+    row with kernel launches when an accelerator that launches kernels was profiled."""
     title = "Ops per training step (torch.profiler)"
     ok = prof[prof["status"] == "ok"].copy() if len(prof) else prof
     if ok.empty:
@@ -264,15 +510,31 @@ def ops(prof: pd.DataFrame) -> plt.Figure:
         ok["kernel launches per step"] = ok["launches"]
         measures.append("kernel launches per step")
     sizes = sorted(set(ok["batch_size"]))
-    modes = sorted(set(ok["mode"]))
-    targets = sorted(set(ok["target"]))
-    fig, axes = plt.subplots(len(measures), len(sizes), figsize=(1.0 + 0.7 * len(modes) * len(sizes) * max(1, len(targets) / 2), 3.8 * len(measures)), squeeze=False)
-    palette = dict(zip(targets, sns.color_palette("tab10", len(targets))))
+    modes = ladder_order(ok["mode"])
+    targets = [tg for d in host_first(ok["device"]) for tg in dict.fromkeys(ok[ok["device"] == d]["target"])]
+    colour = {tg: device_color(d) for tg, d in zip(ok["target"], ok["device"])}
+    fig, axes = plt.subplots(
+        len(measures),
+        len(sizes),
+        figsize=(1.0 + 0.7 * len(modes) * len(sizes) * max(1, len(targets) / 2), 3.8 * len(measures)),
+        squeeze=False,
+    )
     for row, measure in zip(axes, measures):
         present = [t for t in targets if ok.loc[ok["target"] == t, measure].notna().any()]  # no empty slots
         for ax, b in zip(row, sizes):
             p = ok[(ok["batch_size"] == b) & ok[measure].notna()]
-            sns.barplot(data=p, x="mode", y=measure, hue="target", order=modes, hue_order=present, palette=palette, ax=ax)
+            sns.barplot(
+                data=p,
+                x="mode",
+                y=measure,
+                hue="target",
+                order=modes,
+                hue_order=present,
+                palette=colour,
+                saturation=1,  # the palette's colours, not seaborn's muted ones
+                errorbar=None,  # one profiled value per bar
+                ax=ax,
+            )
             for c in ax.containers:
                 ax.bar_label(c, fmt="%.0f", fontsize=7)
             ax.set(xlabel="mode", ylabel=measure)
@@ -282,7 +544,12 @@ def ops(prof: pd.DataFrame) -> plt.Figure:
                 ax.legend(title=None, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
             else:
                 ax.legend().remove()
-    fig.suptitle(title)
+    small = ok[ok["batch_size"] == sizes[0]]
+    top, low = small.loc[small["torch ops per step"].idxmax()], small.loc[small["torch ops per step"].idxmin()]
+    fig.suptitle(
+        f"{title}: {top['mode']} dispatches {top['torch ops per step']:.0f} per step at batch {sizes[0]}, "
+        f"{low['mode']} {low['torch ops per step']:.0f}"
+    )
     fig.tight_layout()
     return fig
 
@@ -290,19 +557,23 @@ def ops(prof: pd.DataFrame) -> plt.Figure:
 # --- the rule -----------------------------------------------------------------------------------
 
 
-def render(inp, out, dpi=110, style="whitegrid", target=None, log=print) -> None:
-    """Read the summary CSVs, draw and write every figure."""
+def save(fig, path, dpi=110) -> None:
+    with files.atomic(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+
+
+def render(inp, out, dpi=110, style="whitegrid", target=None, use=("ok",), log=print) -> None:
+    """Read the summary CSVs, draw and write every figure of the registry that `out` names."""
     sns.set_theme(style=style)
-    read = lambda name: pd.read_csv(inp[name])  # noqa: E731
-    runs, prof = read("runs"), read("profile")
-    figs = {
-        "throughput": lambda: throughput(runs, read("fits")),
-        "speedup": lambda: speedup(read("speedup")),
-        "breakdown": lambda: breakdown(prof),
-        "accuracy": lambda: accuracy(read("epochs"), runs, target),
-        "bandwidth": lambda: bandwidth(read("transfer")),
-        "ops": lambda: ops(prof),
-    }
-    for name, draw in figs.items():
-        save(draw(), out[name], dpi=dpi)
+    tables = {}
+    options = {"target": target, "use": tuple(use)}
+    for name, f in FIGURES.items():
+        if name not in out.keys():
+            continue
+        for i in f.inputs:
+            if i not in tables:
+                tables[i] = pd.read_csv(inp[i])
+        fig = f.draw(*(tables[i] for i in f.inputs), **{o: options[o] for o in f.options})
+        save(fig, out[name], dpi=dpi)
         log(f"wrote {out[name]}")
