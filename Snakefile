@@ -11,7 +11,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/config.smk"
 
 
-typed_command_line_values(config)
+typed_config(config, "workflow/schemas/config.schema.yaml")
 try:
     validate(config, "workflow/schemas/config.schema.yaml")
 except WorkflowError as e:
@@ -28,6 +28,10 @@ include: "workflow/rules/profile.smk"
 include: "workflow/rules/report.smk"
 
 
+if not workflow.remote_exec:
+    warn_few_steps()
+
+
 onstart:
     check_devices_here()
 
@@ -40,5 +44,6 @@ rule all:
         "results/summary/fits.csv",
         "results/summary/crossover.csv",
         "results/summary/speedup.csv",
+        "results/summary/ladder.csv",
         "results/summary.md",
         expand("results/figures/{name}.png", name=FIGURES),

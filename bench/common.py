@@ -1,4 +1,5 @@
-"""What the bench scripts share: random MNIST-shaped data and the project's own step timing."""
+"""What the bench scripts share: random MNIST-shaped data and the train jobs' own way of running
+and timing a mode (mnistbench.runner, timing.timed_epoch)."""
 
 import statistics
 import sys
@@ -7,11 +8,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import torch  # noqa: E402
+from mnistbench import model, runner, timing  # noqa: E402
+from mnistbench.modes import Unsupported  # noqa: E402
+from mnistbench.train import DEFAULTS  # noqa: E402
 
-from mnistbench import model, timing  # noqa: E402
-from mnistbench.modes import MODES, Unsupported  # noqa: E402
-
-FLOP_PER_SAMPLE = 3 * 2 * sum(a * b for a, b in zip(model.SIZES[:-1], model.SIZES[1:]))  # fwd + 2x bwd
+# Arithmetic of one training sample as counted for the roofline: forward + 2x backward.
+FLOP_PER_SAMPLE = 3 * 2 * sum(a * b for a, b in zip(model.SIZES[:-1], model.SIZES[1:]))
 
 
 def data(n: int, seed: int = 0) -> dict:
@@ -20,21 +22,33 @@ def data(n: int, seed: int = 0) -> dict:
     return {"x": torch.rand(n, 784, generator=g), "y": y, "t": torch.nn.functional.one_hot(y, 10).float()}
 
 
+def config(threads: int = 0, loss: str = "cross_entropy", lr: float = 0.01) -> dict:
+    """The train jobs' defaults with the bench's threads, loss and learning rate."""
+    return dict(DEFAULTS, cpu_threads=threads, model=dict(DEFAULTS["model"], loss=loss, lr=lr))
+
+
+def prepared(mode: str, batch_size: int, d: dict, cfg: dict, device: str = "cpu", warmup: int = 20):
+    """(mode, epoch order) built, set up and warmed up as a train job does; None if the mode
+    cannot run here."""
+    perm = torch.randperm(len(d["x"]))
+    try:
+        m = runner.build(cfg, mode, device, batch_size)
+        runner.setup(m, next(iter(m.epoch(d, perm))), device)
+    except Unsupported:
+        return None
+    runner.warm_up(m, m.epoch(d, perm), warmup)
+    return m, perm
+
+
 def step_time(mode: str, batch_size: int, d: dict, min_time: float = 1.0, device: str = "cpu", loss="cross_entropy"):
     """Median seconds per step of `mode` with the train jobs' own loop (timing.timed_epoch), after
     warm-up, over at least `min_time` seconds of steps; None if the mode cannot run here."""
-    m = MODES[mode](model.init_params("default", 0), device, batch_size, loss=loss, lr=0.01)
-    perm = torch.randperm(len(d["x"]))
+    built = prepared(mode, batch_size, d, config(torch.get_num_threads(), loss), device)
+    if built is None:
+        return None
+    m, perm = built
     # A fresh epoch iterator each time, consumed inside the timed loop, as in a train job: for
     # `dataloader` the batch fetch and copy are part of the step.
-    try:
-        m.setup(next(iter(m.epoch(d, perm))))
-    except Unsupported:
-        return None
-    for i, b in enumerate(m.epoch(d, perm)):
-        if i >= 20:
-            break
-        m.step(b)
     clock, steps = timing.StepClock(device), []
     while sum(steps) < min_time:
         steps += timing.timed_epoch(m.step, m.epoch(d, perm), clock)[1]

@@ -21,15 +21,14 @@ sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
-
 from mnistbench import synthetic  # noqa: E402
 
-# The rungs that answer the question (the beginner's code, correct hand-written, nn.Module, graph
-# replay). The whole ladder did not fit in 8 minutes on the H200 machine (its cpu side alone ran
-# 6 min, one cold compile 71 s); `--modes` adds any rung, and tests/test_modes.py checks them all
-# on cuda in seconds.
+# The rungs that answer the question: the beginner's code, correct hand-written, nn.Module, graph
+# replay, the GPU's top rung (persistent) and the cpu's (kernel). The whole ladder does not fit in
+# 8 minutes on a GPU machine (on an H200 machine its cpu side alone ran 6 min, one cold compile
+# 71 s); `--modes` adds any rung, and tests/test_modes.py checks them all on cuda in seconds.
 FULL = dict(
-    modes=["seed", "manual", "module", "cudagraph"],
+    modes=["seed", "manual", "module", "cudagraph", "kernel", "persistent"],
     batch_sizes=[1, 16, 256, 4096],
     repeats=2,
     epochs=2,
@@ -37,8 +36,15 @@ FULL = dict(
     test_samples=2000,
     data=(12000, 2000),
 )
-QUICK = dict(modes=["manual", "module"], batch_sizes=[8, 64], repeats=1, epochs=1, train_samples=256,
-             test_samples=64, data=(300, 64))  # fmt: skip
+QUICK = dict(
+    modes=["manual", "module"],
+    batch_sizes=[8, 64],
+    repeats=1,
+    epochs=1,
+    train_samples=256,
+    test_samples=64,
+    data=(300, 64),
+)
 
 
 def main(argv=None):
@@ -47,7 +53,7 @@ def main(argv=None):
     p.add_argument("--devices", default="auto", help="'auto' or a YAML list, e.g. '[cpu, cuda]'")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--cores", default="all")
-    p.add_argument("--modes", nargs="+", help="rungs of the ladder (default: seed manual module cudagraph)")
+    p.add_argument("--modes", nargs="+", help="rungs of the ladder (default: " + " ".join(FULL["modes"]) + ")")
     p.add_argument("--batch-sizes", nargs="+", type=int)
     a = p.parse_args(argv)
     grid = dict(QUICK if a.quick else FULL)
@@ -59,10 +65,26 @@ def main(argv=None):
     wd.mkdir(parents=True, exist_ok=True)
     md5 = synthetic.write(wd / "mirror", *grid["data"])
     cfg = {k: v for k, v in grid.items() if k != "data"}
-    cfg.update(devices=yaml.safe_load(a.devices), warmup_steps=10, mnist=dict(mirrors=[(wd / "mirror").as_uri() + "/"], md5=md5))
+    cfg.update(
+        devices=yaml.safe_load(a.devices),
+        warmup_steps=10,
+        mnist=dict(mirrors=[(wd / "mirror").as_uri() + "/"], md5=md5),
+    )
     (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(wd),
-           "--configfile", str(wd / "config.yaml"), "--cores", a.cores, "--keep-going"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(wd),
+        "--configfile",
+        str(wd / "config.yaml"),
+        "--cores",
+        a.cores,
+        "--keep-going",
+    ]
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd)
     summary_dir = wd / "results" / "summary"
@@ -91,10 +113,33 @@ def print_tables(summary_dir: Path) -> None:
             t = pd.read_csv(f)
             print(f"\n{name}")
             print(t.to_string(index=False) if len(t) else "(none: no accelerator ran beside the cpu)")
+    top_rung(table)
     bad = runs[runs.status != "ok"]
     if len(bad):
         print("\nruns not ok:")
         print(bad[["device", "mode", "batch_size", "repeat", "status", "message"]].to_string(index=False))
+
+
+def top_rung(table) -> None:
+    """The GPU's top rung per batch size against graph replay and against the best cpu rung of
+    the same host: the question `persistent` exists to answer."""
+    if "persistent" not in table.index.get_level_values("mode"):
+        return
+    rows = []
+    for b in sorted(set(table.index.get_level_values("batch_size"))):
+        at = table.xs(b, level="batch_size")
+        gpus = [c for c in at.columns if c != "cpu"]
+        for gpu in gpus:
+            top = at.loc["persistent", gpu] if "persistent" in at.index else float("nan")
+            graph = at.loc["cudagraph", gpu] if "cudagraph" in at.index else float("nan")
+            cpu = at["cpu"].dropna() if "cpu" in at.columns else at.iloc[:0, 0]
+            best = cpu.idxmax() if len(cpu) else "-"
+            rows.append(
+                f"{b:>6} {gpu:>6} {top:>14,.0f} {top / graph:>13.2f} {best:>12} {top / cpu.max() if len(cpu) else float('nan'):>12.2f}"
+            )
+    print("\npersistent (samples/s) against cudagraph and the best cpu rung, per batch size")
+    print(f"{'batch':>6} {'device':>6} {'persistent':>14} {'/ cudagraph':>13} {'best cpu':>12} {'/ best cpu':>12}")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ import statistics
 
 import torch
 import torch.utils.benchmark as benchmark
+from common import config
 from common import data as random_data
-
-from mnistbench import model, timing
+from mnistbench import runner, timing
 from mnistbench.modes import MODES
 
 
@@ -38,12 +38,11 @@ def main(argv=None):
     print(f"{'batch':>6} {'harness us':>11} {'Timer us':>10} {'ratio':>6}")
     ratios = []
     for b in a.batch_sizes:
-        m = MODES[a.mode](model.init_params("default", 0), "cpu", b, lr=0.01)
-        batches = list(m.epoch(data, torch.randperm(n, generator=g)))
-        m.setup(batches[0])
-        warm = min(20, len(batches) // 2)
-        for batch in batches[:warm]:
-            m.step(batch)
+        m = runner.build(config(a.threads), a.mode, "cpu", b)
+        perm = torch.randperm(n, generator=g)
+        runner.setup(m, next(iter(m.epoch(data, perm))), "cpu")
+        batches = list(m.epoch(data, perm))  # after setup: a mode may choose its steps per call there
+        runner.warm_up(m, batches, min(20, len(batches) // 2))
         clock = timing.StepClock("cpu")
         # Timer steps through the same batches (a cycle), so both measure one workload: a single
         # repeated batch would stay in cache at large batch sizes, which training never does.

@@ -28,8 +28,20 @@ def main(argv=None):
     p.add_argument("--cores", default="all")
     a = p.parse_args(argv)
     wd = a.workdir or Path(tempfile.mkdtemp(prefix="overhead-"))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(wd),
-           "--cores", a.cores, "--configfile", str(REPO / "config" / "config.yaml"), *map(str, a.configfile)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(wd),
+        "--cores",
+        a.cores,
+        "--configfile",
+        str(REPO / "config" / "config.yaml"),
+        *map(str, a.configfile),
+    ]
     if a.config:
         cmd += ["--config", *a.config]
     t0 = time.perf_counter()

@@ -14,7 +14,6 @@ import time
 
 import torch
 from common import FLOP_PER_SAMPLE, data, step_time
-
 from mnistbench.modes import MODES, exists
 
 
@@ -42,8 +41,10 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     gflops = matmul_gflops(a.matmul, a.min_time)
     roof = gflops * 1e9 / FLOP_PER_SAMPLE
-    print(f"float32 matmul {a.matmul}^3: {gflops:.1f} GFLOP/s -> roofline {roof:,.0f} samples/s "
-          f"({FLOP_PER_SAMPLE} FLOP/sample)")  # fmt: skip
+    print(
+        f"float32 matmul {a.matmul}^3: {gflops:.1f} GFLOP/s -> roofline {roof:,.0f} samples/s "
+        f"({FLOP_PER_SAMPLE} FLOP/sample)"
+    )
     d = data(a.batch_size * a.batches)
     rate = {}
     for mode in a.modes:
@@ -53,8 +54,10 @@ def main(argv=None):
             print(f"{mode:>10}: {rate[mode]:12,.0f} samples/s  {rate[mode] / roof:6.1%} of roofline", flush=True)
     best = max(rate, key=rate.get)
     print(f"threads {a.threads}, batch {a.batch_size}, torch {torch.__version__}")
-    print(f"fastest {best}: {rate[best] / roof:.2f} of roofline (target >= 0.70); "
-          f"{best}/module = {rate[best] / rate['module']:.2f}x (target >= 1.5)")  # fmt: skip
+    print(
+        f"fastest {best}: {rate[best] / roof:.2f} of roofline (target >= 0.70); "
+        f"{best}/module = {rate[best] / rate['module']:.2f}x (target >= 1.5)"
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 import functools
 import http.server
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -9,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from mnistbench import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,15 +60,46 @@ def tiny_config(url, md5, **overrides) -> dict:
     return cfg
 
 
-def snakemake(workdir: Path, cfg: dict, *args, check=True) -> subprocess.CompletedProcess:
-    """Run the real snakemake on the repository's Snakefile in `workdir` with config `cfg`."""
+def snakemake(workdir: Path, cfg: dict, *args, check=True, repo=REPO) -> subprocess.CompletedProcess:
+    """Run the real snakemake on the repository's Snakefile (or a copy's) in `workdir` with config `cfg`."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [
-        sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(repo / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
     return proc
+
+
+JOB = re.compile(r"^(?:local)?rule (\w+):", re.M)
+
+
+def jobs(proc) -> list:
+    """The rules of the jobs a snakemake run ran (or, with -n, would run), one entry per job."""
+    return sorted(JOB.findall(proc.stdout + proc.stderr))
+
+
+def copy_repo(dest: Path) -> Path:
+    """A copy of the workflow, for tests that edit its code."""
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("Snakefile", "environment.yml", "workflow", "config", "profiles"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=skip)
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+    return dest

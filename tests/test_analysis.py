@@ -3,23 +3,24 @@ known numbers; degenerate inputs; merging machines; the profiler's split of a st
 pipeline's report, regenerated without retraining."""
 
 import math
-import re
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
-from conftest import REPO, tiny_config
-
-from mnistbench import aggregate, analysis, profiling
+from conftest import copy_repo, jobs, snakemake, tiny_config
+from mnistbench import aggregate, analysis, figures, profiling, records, words
 
 GRID = [1, 4, 16, 64, 256, 1024, 4096]  # a batch-size step is a factor of 4
-CFG = dict(devices="auto", modes=["manual", "module"], batch_sizes=GRID, repeats=3, train_samples=8192, epochs=2,
-           target_accuracy=0.9)  # fmt: skip
+CFG = dict(
+    devices="auto",
+    modes=["manual", "module"],
+    batch_sizes=GRID,
+    repeats=3,
+    train_samples=8192,
+    epochs=2,
+    target_accuracy=0.9,
+)
 
 
 def synthetic_runs(truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host="h1") -> pd.DataFrame:
@@ -30,28 +31,67 @@ def synthetic_runs(truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host=
         for bs in sizes:
             for r in range(repeats):
                 t = (a + b * bs) * 1e-6 * math.exp(rng.normal(0, noise))
-                rows.append(dict(host=host, device=device, device_name=device.upper(), mode=mode, batch_size=bs,
-                                 repeat=r, status="ok", step_time_median_s=t, samples_per_s=bs / t,
-                                 test_accuracy=0.5, time_to_target_s="", final_loss=1.0))  # fmt: skip
+                rows.append(
+                    dict(
+                        host=host,
+                        device=device,
+                        device_name=device.upper(),
+                        mode=mode,
+                        batch_size=bs,
+                        repeat=r,
+                        status="ok",
+                        quality="ok",
+                        step_time_median_s=t,
+                        samples_per_s=bs / t,
+                        test_accuracy=0.5,
+                        time_to_target_s="",
+                        final_loss=1.0,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
 def transfer_table(host="h1", cuda=True) -> pd.DataFrame:
     rows = []
-    targets = [("cpu", "pageable", 2e-6, 20e9)] + ([("cuda", "pageable", 10e-6, 6e9), ("cuda", "pinned", 8e-6, 24e9)] if cuda else [])
+    targets = [("cpu", "pageable", 2e-6, 20e9)] + (
+        [("cuda", "pageable", 10e-6, 6e9), ("cuda", "pinned", 8e-6, 24e9)] if cuda else []
+    )
     for device, memory, lat, bw in targets:
         for n in (1, 64, 4096, 60000):
             nbytes = n * 3136
             s = lat + nbytes / bw
-            rows.append(dict(host=host, device=device, memory=memory, samples=n, bytes=nbytes, seconds=s, gb_per_s=nbytes / s / 1e9))
+            rows.append(
+                dict(
+                    host=host,
+                    device=device,
+                    memory=memory,
+                    samples=n,
+                    bytes=nbytes,
+                    seconds=s,
+                    gb_per_s=nbytes / s / 1e9,
+                )
+            )
     return pd.DataFrame(rows)
 
 
 def analyse(runs, transfer=None, prof=None):
     transfer = transfer_table(cuda=False) if transfer is None else transfer
     prof = pd.DataFrame(columns=["host", "mode", "status"]) if prof is None else prof
-    env = pd.DataFrame([dict(host="h1", device="cpu", device_name="CPU", cores=2, threads=2, python="3.11", torch="2",
-                             cuda="", platform="linux")])  # fmt: skip
+    env = pd.DataFrame(
+        [
+            dict(
+                host="h1",
+                device="cpu",
+                device_name="CPU",
+                cores=2,
+                threads=2,
+                python="3.11",
+                torch="2",
+                cuda="",
+                platform="linux",
+            )
+        ]
+    )
     return analysis.analyse(runs, transfer, prof, env, CFG)
 
 
@@ -113,9 +153,9 @@ def test_one_batch_size_gives_a_note_not_a_crash():
     f = tables["fits"]
     assert f.a_us.isna().all() and f.note.str.contains("only batch size 64 ran").all()
     assert any("only batch size 64" in n for n in found[None])
-    pages = analysis.rst_pages(tables, found)
+    pages = words.rst_pages(tables, found)
     assert "only batch size 64" in pages["answer"] and "DataLoader transfer share" in pages["answer"]
-    assert "only batch size 64" in analysis.summary_md(found, CFG, tables["environment"])
+    assert "only batch size 64" in words.summary_md(found, CFG, tables["environment"])
 
 
 def test_all_failed_runs_give_a_note_not_a_crash():
@@ -126,13 +166,15 @@ def test_all_failed_runs_give_a_note_not_a_crash():
     assert tables["fits"].note.str.contains("no successful run").all()
     assert tables["speedup"].empty and tables["crossover"].empty and tables["dataloader"].empty
     assert found[None] and "No run succeeded" in found[None][0]
-    pages = analysis.rst_pages(tables, found)
+    pages = words.rst_pages(tables, found)
     assert "No run succeeded" in pages["answer"]
-    assert "nothing to fit" in analysis.summary_md(found, CFG, tables["environment"])
+    assert "nothing to fit" in words.summary_md(found, CFG, tables["environment"])
 
 
 def test_cpu_only_states_overhead_per_sample_cost_and_dataloader_share():
-    runs = synthetic_runs({("cpu", "module"): (50.0, 1.0), ("cpu", "dataloader"): (90.0, 1.5), ("cpu", "seed"): (120, 3.0)})
+    runs = synthetic_runs(
+        {("cpu", "module"): (50.0, 1.0), ("cpu", "dataloader"): (90.0, 1.5), ("cpu", "seed"): (120, 3.0)}
+    )
     tables, found = analyse(runs)
     assert tables["crossover"].empty
     text = " ".join(found["h1"])
@@ -142,7 +184,7 @@ def test_cpu_only_states_overhead_per_sample_cost_and_dataloader_share():
     for b in GRID:
         assert dl.loc[b, "extra_share"] == pytest.approx((40 + 0.5 * b) / (90 + 1.5 * b), abs=0.05)
         assert 0 < dl.loc[b, "copy_us"] < dl.loc[b, "dataloader_step_us"]
-    answer = analysis.rst_pages(tables, found)["answer"]
+    answer = words.rst_pages(tables, found)["answer"]
     assert "no GPU crossover" in answer and "DataLoader transfer share" in answer
     for mode in ("module", "dataloader", "seed"):
         assert f"     - {mode}\n" in answer  # a row of the fits table for every mode
@@ -162,12 +204,16 @@ def test_bandwidth_pinned_vs_pageable():
 
 def test_merge_by_host_first_source_wins(tmp_path):
     here = {"runs": synthetic_runs({("cpu", "module"): (50.0, 1.0)}, sizes=[16], repeats=1, host="a")}
-    other = synthetic_runs({("cpu", "module"): (60.0, 1.0), ("cuda", "module"): (300, 0.1)}, sizes=[16], repeats=1, host="a")
+    other = synthetic_runs(
+        {("cpu", "module"): (60.0, 1.0), ("cuda", "module"): (300, 0.1)}, sizes=[16], repeats=1, host="a"
+    )
     other = pd.concat([other, synthetic_runs({("cuda", "module"): (200, 0.1)}, sizes=[16], repeats=1, host="b")])
     (tmp_path / "m").mkdir()
-    other.to_csv(tmp_path / "m/runs.csv", index=False)
+    other.reindex(columns=records.COLUMNS).to_csv(tmp_path / "m/runs.csv", index=False)  # a whole runs.csv
     transfer_table(host="b").to_csv(tmp_path / "m/transfer.csv", index=False)
-    tables, owner = aggregate.merge_by_host([("here", here), ("m", aggregate.siblings(tmp_path / "m/runs.csv"))], log=lambda m: None)
+    tables, owner = aggregate.merge_by_host(
+        [("here", here), ("m", aggregate.siblings(tmp_path / "m/runs.csv"))], log=lambda m: None
+    )
     assert owner == {"a": "here", "b": "m"}
     runs = tables["runs"]
     assert set(zip(runs.host, runs.device)) == {("a", "cpu"), ("b", "cuda")}  # a's stale cuda row is not mixed in
@@ -181,7 +227,10 @@ def test_profiler_splits_steps_and_counts_ops():
     g = torch.Generator().manual_seed(0)
     tensors = {"train_x": torch.rand(100, 784, generator=g), "train_y": torch.randint(0, 10, (100,), generator=g)}
     cfg = dict(seed=0, model=dict(init="default", loss="cross_entropy", lr=0.1, amp_dtype="float16"))
-    rows = {m: profiling.profile_one(cfg, tensors, "cpu", m, 16, steps=3, warmup=1) for m in ("module", "manual", "numpy", "seed")}
+    rows = {
+        m: profiling.profile_one(cfg, tensors, "cpu", m, 16, steps=3, warmup=1)
+        for m in ("module", "manual", "numpy", "seed")
+    }
     m = rows["module"]
     assert m["split"] == "autograd phases" and min(m["forward_us"], m["backward_us"], m["optimizer_us"]) > 0
     assert m["whole_us"] == 0 and m["wait_us"] == 0 and m["fwd_bwd_us"] == 0
@@ -196,37 +245,19 @@ def test_profiler_splits_steps_and_counts_ops():
 
 # --- the pipeline: report contents, and figures regenerated without retraining ------------------
 
-FIGURES = ["throughput", "speedup", "breakdown", "ops", "accuracy", "bandwidth"]
-JOB = re.compile(r"^(?:local)?rule (\w+):", re.M)
-
-
-def jobs(proc) -> list:
-    return sorted(JOB.findall(proc.stdout + proc.stderr))
+FIGURES = list(figures.FIGURES)
 
 
 def run_copy(repo, wd, cfg, *args):
     """snakemake on the Snakefile of a copy of the workflow (the test edits the copy's code)."""
-    wd.mkdir(parents=True, exist_ok=True)
-    (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "--directory", str(wd),
-           "--configfile", str(wd / "config.yaml"), "--cores", "2", *args]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=wd, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, f"snakemake failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
-    return proc
+    return snakemake(wd, cfg, *args, repo=repo)
 
 
 @pytest.fixture(scope="module")
 def small_run(mirror, tmp_path_factory):
     """The pipeline, cpu only, three modes and three batch sizes, from a copy of the workflow."""
     url, md5 = mirror
-    repo = tmp_path_factory.mktemp("repo")
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("Snakefile", "environment.yml", "workflow", "config", "profiles"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, repo / name, ignore=skip)
-        elif src.exists():
-            shutil.copy2(src, repo / name)
+    repo = copy_repo(tmp_path_factory.mktemp("repo"))
     wd = tmp_path_factory.mktemp("report")
     cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual", "module", "dataloader"], batch_sizes=[4, 16, 64])
     run_copy(repo, wd, cfg)
@@ -295,7 +326,9 @@ def test_merge_another_machine_by_host(small_run, tmp_path):
     cuda["step_time_median_s"] = 200e-6 + 0.05e-6 * cuda["batch_size"]  # a GPU-like line: big a, tiny b
     pd.concat([runs, cuda]).to_csv(other / "runs.csv", index=False)
     for name in ("epochs", "environment", "transfer", "profile"):
-        pd.read_csv(wd / f"results/summary/{name}.csv").assign(host="gpu-box").to_csv(other / f"{name}.csv", index=False)
+        pd.read_csv(wd / f"results/summary/{name}.csv").assign(host="gpu-box").to_csv(
+            other / f"{name}.csv", index=False
+        )
     trained = {p: p.stat().st_mtime_ns for p in (wd / "results/runs").rglob("*.csv")}
     proc = run_copy(repo, wd, dict(cfg, merge_runs=[str(other / "runs.csv")]))
     assert "train" not in jobs(proc) and "profile" not in jobs(proc) and "aggregate" in jobs(proc)

@@ -10,8 +10,19 @@ from conftest import REPO
 TINY = {
     "harness_check.py": ["--batch-sizes", "1", "64", "--samples", "512", "--min-run-time", "0.05", "--rounds", "2"],
     "speed_bs1.py": ["--samples", "64", "--min-time", "0.02", "--modes", "seed", "manual", "numpy"],
-    "roofline.py": ["--batch-size", "256", "--batches", "2", "--matmul", "256", "--min-time", "0.05",
-                    "--modes", "module", "manual"],  # fmt: skip
+    "roofline.py": [
+        "--batch-size",
+        "256",
+        "--batches",
+        "2",
+        "--matmul",
+        "256",
+        "--min-time",
+        "0.05",
+        "--modes",
+        "module",
+        "manual",
+    ],
 }
 
 
@@ -19,8 +30,11 @@ TINY = {
 def test_bench_script_runs_and_prints_its_ratio(script):
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / script), *TINY[script]],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     assert "ratio" in last or "x (target" in last or "of roofline" in last, last
@@ -28,8 +42,19 @@ def test_bench_script_runs_and_prints_its_ratio(script):
 
 def test_gpu_check_runs_end_to_end_on_cpu(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "gpu_check.py"), "--quick", "--devices", "[cpu]", "--workdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=900, cwd=REPO,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "bench" / "gpu_check.py"),
+            "--quick",
+            "--devices",
+            "[cpu]",
+            "--workdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "samples/s (median over repeats)" in proc.stdout and "manual" in proc.stdout

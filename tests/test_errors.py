@@ -3,7 +3,6 @@
 import pytest
 import torch
 from conftest import closed_port, snakemake, tiny_config
-
 from mnistbench import BenchError, data, synthetic
 
 DOWNLOADED = "results/data/MNIST/raw"

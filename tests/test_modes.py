@@ -5,8 +5,7 @@ import torch
 import yaml
 from beginner_reference import train_step as beginner_step
 from conftest import REPO
-
-from mnistbench import devices, kernel, model, train
+from mnistbench import devices, kernel, model, runner, train
 from mnistbench.modes import MODES, Manual, Numpy, Seed, exists
 
 LOSSES = ["mse_softmax", "cross_entropy"]
@@ -62,7 +61,7 @@ def test_seed_gradient_is_not_the_true_one_for_mse_softmax():
 def reference_training(p, batches, loss, lr):
     """Plain SGD in float64 with the true gradient: what every exact mode must track."""
     p = {k: v.double() for k, v in p.items()}
-    for x, y, t in batches:
+    for x, y, _t in batches:
         g = autograd64(p, x, y, loss)
         p = {k: v - lr * g[k] for k, v in p.items()}
     return p
@@ -176,7 +175,7 @@ def test_seed_preset_is_the_original_experiment():
     m = cfg["model"]
     assert (m["loss"], m["init"], m["lr"]) == ("mse_softmax", "seed", 0.001)
     # Weights and biases from N(0, 2): std 2.
-    p = model.init_params(m["init"], train.seed_of(cfg, 0))
+    p = model.init_params(m["init"], runner.seed_of(cfg, 0))
     allv = torch.cat([v.flatten() for v in p.values()])
     assert allv.mean().abs() < 0.1 and allv.std() == pytest.approx(2.0, rel=0.05)
     # The preset's run performs the verbatim code's update, sample by sample.

@@ -67,8 +67,21 @@ class Cluster:
     def sacct(self, run_id: str, since: str) -> pd.DataFrame:
         """Slurm's accounting record of every job named `run_id` (the plugin names all jobs of one
         Snakemake run with the run's UUID), one row per job allocation (-X)."""
-        cmd = ["sacct", "-X", "-n", "--parsable2", "-a", "--name", run_id, "-S", since, "-E", "now",
-               "-o", ",".join(SACCT_FIELDS)]  # fmt: skip
+        cmd = [
+            "sacct",
+            "-X",
+            "-n",
+            "--parsable2",
+            "-a",
+            "--name",
+            run_id,
+            "-S",
+            since,
+            "-E",
+            "now",
+            "-o",
+            ",".join(SACCT_FIELDS),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=self.env)
         assert proc.returncode == 0, f"sacct failed: {proc.stderr}"
         rows = [line.split("|", len(SACCT_FIELDS) - 1) for line in proc.stdout.splitlines() if line.strip()]
@@ -138,12 +151,21 @@ def slurm_snakemake(cl: Cluster, workdir: Path, cfg: dict, *args, config_name="c
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / config_name).write_text(yaml.safe_dump(cfg))
     cmd = [
-        sys.executable, "-m", "snakemake", *args,
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-        "--configfile", str(workdir / config_name),
-        "--profile", str(REPO / "profiles" / "slurm"),
-        "--slurm-init-seconds-before-status-checks", "2",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "snakemake",
+        *args,
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / config_name),
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+    ]
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, env=cl.env)
     return proc, proc.stdout + proc.stderr
 
@@ -264,10 +286,13 @@ def test_cuda_job_goes_to_gpu_partition_with_a_gpu_and_fails_clearly(cluster, cp
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
     assert len(submitted) == 1, (
         "expected exactly the cuda train job to be submitted"
-        + (" (the submit host rejected `devices` itself: with a cluster executor only the job may check"
-           " its device)" if not submitted and CUDA_LINE in out else "")
+        + (
+            " (the submit host rejected `devices` itself: with a cluster executor only the job may check its device)"
+            if not submitted and CUDA_LINE in out
+            else ""
+        )
         + f":\n{out[-6000:]}"
-    )  # fmt: skip
+    )
     jobs = cluster.final_jobs(run_id_of(out), t0, n=1)
     table = jobs.to_string()
     assert len(jobs) == 1, table

@@ -3,7 +3,6 @@
 import time
 
 import pytest
-
 from mnistbench import timing
 
 

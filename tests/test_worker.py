@@ -3,7 +3,6 @@
 import os
 
 import pytest
-
 from mnistbench import BenchError, data, synthetic, train, worker
 
 

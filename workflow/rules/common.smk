@@ -1,4 +1,5 @@
-# Helpers and input functions shared by the rules: the grid, device checks, resources.
+# Helpers and input functions shared by the rules: the grid, device checks, what a run depends
+# on, resources. Names (modes, devices, figures) come from the package's registries.
 import os
 import sys
 from pathlib import Path
@@ -7,7 +8,20 @@ from pathlib import Path
 # the path of every script job; the Snakefile needs it too).
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
-from mnistbench import BenchError, devices as devs, modes as mds
+from mnistbench import BenchError, aggregate, devices as devs, modes as mds, runner
+
+
+def resolve_modes():
+    """Modes of the grid, in ladder order: `all` is every rung; a list is checked by name."""
+    if config["modes"] == "all":
+        return list(mds.MODES)
+    unknown = [m for m in config["modes"] if m not in mds.MODES]
+    if unknown:
+        raise key_error(
+            "modes",
+            f"unknown mode {', '.join(map(repr, unknown))} (expected: all, or some of {', '.join(mds.MODES)})",
+        )
+    return [m for m in mds.MODES if m in config["modes"]]
 
 
 def resolve_devices():
@@ -32,18 +46,41 @@ def check_devices_here():
             raise WorkflowError(str(e))
 
 
+def warn_few_steps():
+    """One line per batch size whose runs will time fewer steps than the quality check needs."""
+    q = config["quality"]
+    for b in BATCH_SIZES:
+        per_epoch = config["train_samples"] // b
+        total = per_epoch * config["epochs"]
+        warmup = min(config["warmup_steps"], max(per_epoch // 2, 1), max(total - 1, 0))
+        if per_epoch and total - warmup < q["min_timed_steps"]:
+            print(
+                f"warning: every run at batch size {b} times only {total - warmup} steps (fewer than "
+                f"quality.min_timed_steps = {q['min_timed_steps']}), so its rows will say few_steps: "
+                "raise train_samples or epochs",
+                file=sys.stderr,
+            )
+
+
+def check_merge_runs():
+    for path in config["merge_runs"]:
+        try:
+            aggregate.check_source(path)
+        except BenchError as e:
+            raise key_error("merge_runs", str(e))
+
+
 DEVICES = resolve_devices()
-MODES = config["modes"]
+MODES = resolve_modes()
 BATCH_SIZES = config["batch_sizes"]
 REPEATS = list(range(config["repeats"]))
 # Device x mode pairs that cannot exist are left out of the DAG (and listed in the summary).
 PAIRS = [(d, m) for d in DEVICES for m in MODES if mds.exists(m, d)]
 LEFT_OUT = [
-    (d, m, mds.why_left_out(m, d))
-    for d in DEVICES
-    for m in MODES
-    if not mds.exists(m, d)
+    (d, m, mds.why_not(m, d)) for d in DEVICES for m in MODES if not mds.exists(m, d)
 ]
+SLUGS = {devs.slug(d): d for d in DEVICES}
+check_merge_runs()
 
 
 def run_files(ext):
@@ -53,6 +90,13 @@ def run_files(ext):
         for b in BATCH_SIZES
         for r in REPEATS
     ]
+
+
+# What a run's result depends on, as rerun triggers of the jobs that train or time: the settings
+# (changing one retimes every run) and a fingerprint of the code that trains and times (editing
+# the analysis or the figures retimes nothing).
+RUN_SETTINGS = runner.settings_json(config)
+RUN_CODE = runner.code_fingerprint()
 
 
 # A warm worker only where jobs run on this machine (see mnistbench/worker.py): a cluster job
@@ -73,26 +117,30 @@ def train_threads():
     return config["cpu_threads"] or os.cpu_count()
 
 
-def is_cuda(wildcards):
-    return devs.kind(devs.unslug(wildcards.device)) == "cuda"
+def device_of(wildcards):
+    return SLUGS.get(wildcards.device, devs.unslug(wildcards.device))
 
 
-# Cluster resources (read by the Slurm executor, ignored locally): only cuda jobs ask for a GPU,
+def needs_gpu(wildcards):
+    return devs.spec(device_of(wildcards)).needs_gpu
+
+
+# Cluster resources (read by the Slurm executor, ignored locally): only GPU jobs ask for a GPU,
 # and they go to the GPU partition; see profiles/README.md.
 SLURM = config["slurm"]
-PRELOAD_NEEDS_GPU = any(devs.kind(d) == "cuda" for d in DEVICES)
+PRELOAD_NEEDS_GPU = any(devs.spec(d).needs_gpu for d in DEVICES)
 
 
 def train_gpus(wildcards):
-    return 1 if is_cuda(wildcards) else 0
+    return 1 if needs_gpu(wildcards) else 0
 
 
 def train_partition(wildcards):
-    return SLURM["gpu_partition"] if is_cuda(wildcards) else SLURM["cpu_partition"]
+    return SLURM["gpu_partition"] if needs_gpu(wildcards) else SLURM["cpu_partition"]
 
 
 def train_gpu_model(wildcards):
-    return SLURM["gpu_model"] if is_cuda(wildcards) else ""
+    return SLURM["gpu_model"] if needs_gpu(wildcards) else ""
 
 
 # What a timed job (train, profile) asks for. Timed jobs never overlap: the default profile

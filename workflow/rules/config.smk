@@ -1,35 +1,52 @@
-# Config handling before validation: typed command-line values and one-line schema errors.
+# Config handling before and right after validation: values typed as the schema says, one-line
+# errors, and the checks a schema cannot express (names from the package's registries).
+from pathlib import Path
+
 import yaml
 
+BOOLEANS = {
+    "true": True,
+    "yes": True,
+    "on": True,
+    "false": False,
+    "no": False,
+    "off": False,
+}
 
-def typed_command_line_values(config):
-    """`--config batch_sizes=[1,64]` arrives as ['1', '64']: Snakemake parses lists and dicts
-    given with --config by YAML's BaseLoader, which keeps every leaf a string. Re-read just
-    those leaves (not config files' values) so numbers and booleans validate."""
 
-    def typed(v):
-        if isinstance(v, list):
-            return [typed(x) for x in v]
-        if isinstance(v, dict):
-            return {k: typed(x) for k, x in v.items()}
-        if isinstance(v, str):
-            try:
-                parsed = yaml.safe_load(v)
-            except yaml.YAMLError:
-                return v
-            return parsed if isinstance(parsed, (int, float, bool)) else v
-        return v
+def typed(value, schema):
+    """`value` with its string leaves typed as `schema` says. Snakemake reads `--config` lists,
+    dicts and booleans as strings ('false', ['1', '64']), and YAML 1.1 reads 1e-3 as a string;
+    both are ordinary ways to write a number or a boolean, so they are accepted."""
+    if not isinstance(schema, dict):
+        return value
+    for alternative in schema.get("oneOf", []):
+        if isinstance(value, list) and alternative.get("type") == "array":
+            return typed(value, alternative)
+    kind = schema.get("type")
+    if kind == "array" and isinstance(value, list):
+        return [typed(v, schema.get("items", {})) for v in value]
+    if kind == "object" and isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {k: typed(v, props.get(k, {})) for k, v in value.items()}
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if kind == "boolean" and text.lower() in BOOLEANS:
+                return BOOLEANS[text.lower()]
+            if kind == "integer":
+                return int(text)
+            if kind == "number":
+                return float(text)
+        except ValueError:
+            pass  # left as it is: validation names the key
+    return value
 
-    def apply(cfg, cli, nested):
-        for key, value in cli.items():
-            if isinstance(value, dict) and isinstance(cfg.get(key), dict):
-                apply(cfg[key], value, True)
-            elif nested or isinstance(
-                value, (list, dict)
-            ):  # top-level scalars are typed already
-                cfg[key] = typed(value)
 
-    apply(config, workflow.config_settings.config, False)
+def typed_config(config, schema_path):
+    schema = yaml.safe_load((Path(workflow.basedir) / schema_path).read_text())
+    for key, value in typed(dict(config), schema).items():
+        config[key] = value
 
 
 def config_error(e):
@@ -42,4 +59,10 @@ def config_error(e):
     expected = f" (expected: {hint})" if hint else ""
     return WorkflowError(
         f"config key `{key}`: {bad.message}{expected}; fix it in your config file or --config"
+    )
+
+
+def key_error(key, message):
+    return WorkflowError(
+        f"config key `{key}`: {message}; fix it in your config file or --config"
     )

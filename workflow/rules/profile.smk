@@ -2,7 +2,7 @@
 # mode of a device, at the smallest and the largest batch size. It needs nothing from the train
 # jobs (only the preloaded tensors), and it takes the same `timed_jobs` slot as a train job, so it
 # never runs while a timed run is being measured (the profiler loads the cpu and the GPU).
-PROFILED = [d for d in DEVICES if any(p == d for p, _ in PAIRS)]
+PROFILED = [devs.slug(d) for d in DEVICES if any(p == d for p, _ in PAIRS)]
 
 
 rule profile:
@@ -14,15 +14,17 @@ rule profile:
     log:
         "logs/profile/{device}.log",
     wildcard_constraints:
-        device=r"cpu|mps|cuda\d*",
+        device=devs.SLUG_PATTERN,
     conda:
         "../../environment.yml"
     threads: train_threads()
     resources:
         **TIMED_RESOURCES,
     params:
-        device=lambda wc: devs.unslug(wc.device),
+        device=device_of,
         modes=lambda wc: [m for d, m in PAIRS if devs.slug(d) == wc.device],
         batch_sizes=sorted({min(BATCH_SIZES), max(BATCH_SIZES)}),
+        settings=RUN_SETTINGS,
+        code=RUN_CODE,
     script:
         "../scripts/profile_steps.py"

@@ -6,8 +6,21 @@
 # The package modules are inputs of the rules that import them (PKG: common.smk).
 # Other machines' results/summary/runs.csv (their epochs/environment/transfer/profile tables
 # next to it come along), merged by host in `aggregate`.
+from mnistbench import figures as figs
+
 MERGE = config["merge_runs"]
-FIGURES = ["throughput", "speedup", "breakdown", "ops", "accuracy", "bandwidth"]
+FIGURES = list(figs.FIGURES)  # the registry: name, category and label of every figure
+FIGURE_OUTPUTS = {
+    f.name: report(
+        f"results/figures/{f.name}.png",
+        caption=f"../report/{f.name}.rst",
+        category=f.category,
+        labels={"type": "figure", "content": f.content},
+    )
+    for f in figs.FIGURES.values()
+}
+# The text beside each figure (its caption includes it), written by `analyse`.
+FIGURE_PAGES = {f"rst_{name}": f"results/summary/report/{name}.rst" for name in FIGURES}
 
 
 rule aggregate:
@@ -17,7 +30,7 @@ rule aggregate:
         transfer="results/preload/transfer.csv",
         profiles=expand("results/profile/{device}.csv", device=PROFILED),
         merged=MERGE,
-        code=str(PKG / "aggregate.py"),
+        code=[str(PKG / "aggregate.py"), str(PKG / "records.py")],
     output:
         runs=report(
             "results/summary/runs.csv",
@@ -52,6 +65,7 @@ rule aggregate:
         "../../environment.yml"
     params:
         left_out=LEFT_OUT,
+        quality=config["quality"],
     script:
         "../scripts/aggregate.py"
 
@@ -62,8 +76,13 @@ rule analyse:
         transfer="results/summary/transfer.csv",
         environment="results/summary/environment.csv",
         profile="results/summary/profile.csv",
-        code=[str(PKG / "analysis.py"), str(PKG / "aggregate.py")],
+        code=[
+            str(PKG / "analysis.py"),
+            str(PKG / "words.py"),
+            str(PKG / "aggregate.py"),
+        ],
     output:
+        **FIGURE_PAGES,
         fits=report(
             "results/summary/fits.csv",
             caption="../report/fits.rst",
@@ -94,14 +113,14 @@ rule analyse:
             category="Data transfer",
             labels={"type": "table", "content": "copy latency and bandwidth"},
         ),
+        ladder=report(
+            "results/summary/ladder.csv",
+            caption="../report/ladder_table.rst",
+            category="Ladder",
+            labels={"type": "table", "content": "samples/s per rung"},
+        ),
         summary_md="results/summary.md",
         rst_answer="results/summary/report/answer.rst",
-        rst_throughput="results/summary/report/throughput.rst",
-        rst_speedup="results/summary/report/speedup.rst",
-        rst_breakdown="results/summary/report/breakdown.rst",
-        rst_accuracy="results/summary/report/accuracy.rst",
-        rst_bandwidth="results/summary/report/bandwidth.rst",
-        rst_ops="results/summary/report/ops.rst",
     log:
         "logs/analyse.log",
     conda:
@@ -112,54 +131,15 @@ rule analyse:
 
 rule figures:
     input:
-        runs="results/summary/runs.csv",
-        epochs="results/summary/epochs.csv",
-        transfer="results/summary/transfer.csv",
-        fits="results/summary/fits.csv",
-        speedup="results/summary/speedup.csv",
-        profile="results/summary/profile.csv",
+        **{name: f"results/summary/{name}.csv" for name in figs.inputs()},
         code=[
             str(PKG / "figures.py"),
-            str(PKG / "analysis.py"),
-            str(PKG / "aggregate.py"),
+            str(PKG / "words.py"),
+            str(PKG / "devices.py"),
+            str(PKG / "modes.py"),
         ],
     output:
-        throughput=report(
-            "results/figures/throughput.png",
-            caption="../report/throughput.rst",
-            category="Throughput",
-            labels={"type": "figure", "content": "samples/s vs batch size"},
-        ),
-        speedup=report(
-            "results/figures/speedup.png",
-            caption="../report/speedup.rst",
-            category="Speedup",
-            labels={"type": "figure", "content": "speedup heatmap"},
-        ),
-        breakdown=report(
-            "results/figures/breakdown.png",
-            caption="../report/breakdown.rst",
-            category="Breakdown",
-            labels={"type": "figure", "content": "step-time breakdown"},
-        ),
-        ops=report(
-            "results/figures/ops.png",
-            caption="../report/ops.rst",
-            category="Breakdown",
-            labels={"type": "figure", "content": "ops per step"},
-        ),
-        accuracy=report(
-            "results/figures/accuracy.png",
-            caption="../report/accuracy.rst",
-            category="Accuracy",
-            labels={"type": "figure", "content": "time to accuracy"},
-        ),
-        bandwidth=report(
-            "results/figures/bandwidth.png",
-            caption="../report/bandwidth.rst",
-            category="Data transfer",
-            labels={"type": "figure", "content": "copy bandwidth vs size"},
-        ),
+        **FIGURE_OUTPUTS,
     log:
         "logs/figures.log",
     conda:
@@ -168,5 +148,6 @@ rule figures:
         dpi=config["figures"]["dpi"],
         style=config["figures"]["style"],
         target=config["target_accuracy"],
+        use=config["quality"]["use"],
     script:
         "../scripts/figures.py"

@@ -7,7 +7,7 @@ rule train:
     log:
         "logs/train/{device}/{mode}/bs{batch_size}_r{repeat}.log",
     wildcard_constraints:
-        device=r"cpu|mps|cuda\d*",
+        device=devs.SLUG_PATTERN,
         batch_size=r"\d+",
         repeat=r"\d+",
     conda:
@@ -16,6 +16,9 @@ rule train:
     resources:
         **TIMED_RESOURCES,
     params:
-        device=lambda wc: devs.unslug(wc.device),
+        device=device_of,
+        # Rerun triggers: a run is retimed when a setting it depends on or its code changes.
+        settings=RUN_SETTINGS,
+        code=RUN_CODE,
     script:
         "../scripts/train.py"

@@ -3,4 +3,4 @@ from mnistbench.jobs import job
 
 with job(snakemake) as log:
     p = snakemake.params
-    figures.render(snakemake.input, snakemake.output, dpi=p.dpi, style=p.style, target=p.target, log=log)
+    figures.render(snakemake.input, snakemake.output, dpi=p.dpi, style=p.style, target=p.target, use=p.use, log=log)

@@ -1,7 +1,4 @@
-import csv
-import os
-
-from mnistbench import data, devices
+from mnistbench import data, devices, files
 from mnistbench.jobs import job
 
 with job(snakemake) as log:
@@ -13,9 +10,4 @@ with job(snakemake) as log:
         devices.check(device)  # on a cluster node, the first place that can tell
         rows += data.measure_transfer(tensors["train_x"], device)
         log(f"measured host->{device} copies")
-    tmp = snakemake.output.transfer + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["host", "device", "memory", "samples", "bytes", "seconds", "gb_per_s"])
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, snakemake.output.transfer)
+    files.write_rows(snakemake.output.transfer, data.TRANSFER_COLUMNS, rows)

@@ -1,6 +1,6 @@
 from mnistbench import profiling
+from mnistbench.files import write_rows
 from mnistbench.jobs import job
-from mnistbench.records import write_rows
 
 with job(snakemake) as log:
     p = snakemake.params

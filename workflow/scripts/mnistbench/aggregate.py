@@ -1,25 +1,58 @@
 """Every run's CSV row into one table, the per-combination summary, and the runs of other machines
-merged in by host (pandas)."""
+merged in by host (pandas). Runs made with different settings never share a summary."""
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
+
+from mnistbench import BenchError, files
+from mnistbench.records import COLUMNS
 
 KEYS = ["host", "device", "mode", "batch_size"]
 # Tables that travel between machines: each file name is the same in every results/summary/.
 TABLES = ("runs", "epochs", "environment", "transfer", "profile")
 ENV_COLUMNS = [
-    "host", "device", "device_name", "cpu_model", "cores", "threads", "python", "torch", "torchvision",
-    "cuda", "cudnn", "platform", "env", "git_commit", "config_hash", "n_runs",
-]  # fmt: skip
-
-
-def write_csv(df: pd.DataFrame, path) -> None:
-    tmp = f"{path}.tmp"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    "host",
+    "device",
+    "device_name",
+    "cpu_model",
+    "cores",
+    "threads",
+    "python",
+    "torch",
+    "torchvision",
+    "cuda",
+    "cudnn",
+    "platform",
+    "env",
+    "git_commit",
+    "config_hash",
+    "n_runs",
+]
+# The columns of runs.csv and their types: another machine's file is checked against them.
+INTEGER = ["batch_size", "repeat", "epochs", "train_samples", "steps", "warmup_steps", "timed_steps"]
+NUMBER = [
+    "step_time_median_s",
+    "step_time_q1_s",
+    "step_time_q3_s",
+    "samples_per_s",
+    "setup_s",
+    "first_epoch_s",
+    "steady_epoch_s",
+    "total_train_s",
+    "initial_loss",
+    "final_loss",
+    "test_loss",
+    "test_accuracy",
+    "time_to_target_s",
+    "other_cores",
+    "own_cpu_share",
+    "step_spread",
+    "lr",
+    "attempts",
+    "threads",
+]
 
 
 def load_epochs(env_files) -> pd.DataFrame:
@@ -50,21 +83,62 @@ def load_environment(env_files) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()), columns=ENV_COLUMNS)
 
 
-def load_profiles(files) -> pd.DataFrame:
+def load_profiles(files_) -> pd.DataFrame:
     """The profile rule's tables, one per device."""
-    frames = [pd.read_csv(f) for f in files]
+    frames = [pd.read_csv(f) for f in files_]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["host", "mode", "status"])
+
+
+def read_runs(path) -> pd.DataFrame:
+    """A runs.csv (this workflow's or another machine's), checked and typed: BenchError naming the
+    file and what is wrong with it."""
+    path = Path(path)
+    if not path.is_file():
+        raise BenchError(
+            f"{path}: no such file (merge_runs lists copies of another machine's results/summary/runs.csv)"
+        )
+    try:
+        df = pd.read_csv(path)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise BenchError(
+            f"{path}: not a CSV table of runs ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
+        ) from None
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise BenchError(
+            f"{path}: not a runs.csv of this version of mnist-device-bench (missing columns: {', '.join(missing[:8])}"
+            f"{' ...' if len(missing) > 8 else ''}); rerun that machine's pipeline with this code"
+        )
+    for c in INTEGER + NUMBER:
+        values = pd.to_numeric(df[c].replace("", pd.NA), errors="coerce")
+        bad = df[c].notna() & (df[c].astype(str) != "") & values.isna()
+        if bad.any():
+            raise BenchError(f"{path}: column {c} holds {df[c][bad].iloc[0]!r}, not a number")
+        if c in INTEGER:
+            if (values.dropna() % 1 != 0).any():
+                raise BenchError(f"{path}: column {c} holds a fraction where a whole number belongs")
+            values = values.astype("Int64")
+        df[c] = values
+    return df
+
+
+def check_source(path) -> None:
+    """Raise BenchError if another machine's runs.csv cannot be merged (used before any job runs)."""
+    read_runs(path)
 
 
 def siblings(runs_csv) -> dict:
     """Another machine's tables: its runs.csv and, when present, the other TABLES next to it (a
     copy of its results/summary/ folder)."""
     folder = Path(runs_csv).parent
-    out = {"runs": pd.read_csv(runs_csv)}
+    out = {"runs": read_runs(runs_csv)}
     for name in TABLES[1:]:
         f = folder / f"{name}.csv"
         if f.exists():
-            out[name] = pd.read_csv(f)
+            try:
+                out[name] = pd.read_csv(f)
+            except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+                raise BenchError(f"{f}: not a CSV table ({type(e).__name__})") from None
     return out
 
 
@@ -95,52 +169,106 @@ def merge_by_host(sources, log=print) -> tuple[dict, dict]:
     return out, owner
 
 
-def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per host x device x mode x batch size: median and IQR of samples/s over the repeats that
-    succeeded, and how many did."""
-    ok = runs[runs["status"] == "ok"]
-    g = ok.groupby(KEYS)["samples_per_s"]
+def check_settings(runs: pd.DataFrame, host_settings=("cpu_threads",)) -> list[str]:
+    """Refuse (BenchError naming the key and the runs) to summarise runs made with different
+    settings; grid axes (host, device, mode, batch size, repeat) may differ. Host-level settings
+    may differ between hosts, not within one. Returns notes on code that differs between hosts."""
+    if runs.empty:
+        return []
+    parsed = [json.loads(s) if isinstance(s, str) and s else {} for s in runs["settings"]]
+    table = pd.DataFrame(parsed, index=runs.index)
+    for key in table.columns:
+        scope = [runs["host"]] if key in host_settings else []
+        groups = table.groupby(scope)[key] if scope else [(None, table[key])]
+        for _, values in groups:
+            distinct = values.astype(str).unique()
+            if len(distinct) > 1:
+                who = [
+                    f"{runs.loc[values.index[values.astype(str) == v][0], 'host']}:"
+                    f"{runs.loc[values.index[values.astype(str) == v][0], 'mode']} (and others) has {v}"
+                    for v in distinct[:3]
+                ]
+                raise BenchError(
+                    f"runs made with different settings cannot share one summary: `{key}` differs ({'; '.join(who)}); "
+                    "rerun the stale runs (snakemake reruns them when their settings change) or drop that "
+                    "machine from merge_runs"
+                )
+    notes = []
+    codes = runs.groupby("host")["code"].agg(lambda s: sorted(set(map(str, s))))
+    for host, c in codes.items():
+        if len(c) > 1:
+            raise BenchError(f"the runs of host {host} were made by different code ({', '.join(c)}); rerun them")
+    if codes.map(tuple).nunique() > 1:
+        notes.append(
+            "hosts ran different versions of the training code: "
+            + "; ".join(f"{h} {c[0]}" for h, c in codes.items())
+            + " (merged from other machines; compare their numbers with that in mind)"
+        )
+    return notes
+
+
+def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+    """Runs the analysis uses: status ok and a timing verdict in `use` (quality.use)."""
+    return runs[(runs["status"] == "ok") & runs["quality"].isin(list(use))]
+
+
+def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFrame:
+    """Per host x device x mode x batch size: median and IQR of samples/s over the usable repeats
+    (status ok, timing verdict in `use`), how many runs were usable, and whether the repeats
+    agree (their median step times within a factor of repeat_spread)."""
+    ok = usable(runs, use)
+    g = ok.groupby(KEYS)
     stats = pd.DataFrame(
         {
-            "samples_per_s_median": g.median(),
-            "samples_per_s_q1": g.quantile(0.25),
-            "samples_per_s_q3": g.quantile(0.75),
-            "step_time_median_s": ok.groupby(KEYS)["step_time_median_s"].median(),
-            "test_accuracy_median": ok.groupby(KEYS)["test_accuracy"].median(),
-            "final_loss_median": ok.groupby(KEYS)["final_loss"].median(),
+            "samples_per_s_median": g["samples_per_s"].median(),
+            "samples_per_s_q1": g["samples_per_s"].quantile(0.25),
+            "samples_per_s_q3": g["samples_per_s"].quantile(0.75),
+            "step_time_median_s": g["step_time_median_s"].median(),
+            "test_accuracy_median": g["test_accuracy"].median(),
+            "final_loss_median": g["final_loss"].median(),
+            "repeat_spread": g["step_time_median_s"].max() / g["step_time_median_s"].min(),
         }
     )
     stats["samples_per_s_iqr"] = stats["samples_per_s_q3"] - stats["samples_per_s_q1"]
     counts = runs.groupby(KEYS).agg(
         device_name=("device_name", "first"),
         n_runs=("status", "size"),
-        n_ok=("status", lambda s: int((s == "ok").sum())),
         statuses=("status", lambda s: ",".join(sorted(set(s)))),
+        qualities=("quality", lambda s: ",".join(sorted(set(s.dropna().astype(str)) - {""}))),
     )
-    return counts.join(stats, how="left").reset_index()
+    counts["n_ok"] = ok.groupby(KEYS).size().reindex(counts.index, fill_value=0)
+    out = counts.join(stats, how="left").reset_index()
+    out["repeats_agree"] = [
+        "" if n < 2 or pd.isna(s) else bool(s <= repeat_spread) for n, s in zip(out["n_ok"], out["repeat_spread"])
+    ]
+    return out
 
 
-def run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, log=print) -> None:
+def run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, cfg, log=print) -> None:
     here = {
-        "runs": pd.concat([pd.read_csv(f) for f in row_files], ignore_index=True),
+        "runs": pd.concat([read_runs(f) for f in row_files], ignore_index=True),
         "epochs": load_epochs(env_files),
         "environment": load_environment(env_files),
         "transfer": pd.read_csv(transfer_csv),
         "profile": load_profiles(profile_files),
     }
+    # Every merged file is read and checked before anything is written.
     sources = [("this workflow", here)] + [(str(f), siblings(f)) for f in merge_files]
     tables, owner = merge_by_host(sources, log=log)
     runs = tables["runs"].sort_values(KEYS + ["repeat"], ignore_index=True)
-    summary = summarise(runs)
-    write_csv(runs, out.runs)
-    write_csv(summary, out.summary)
-    write_csv(tables["epochs"], out.epochs)
-    write_csv(tables["environment"], out.environment)
-    write_csv(tables["transfer"], out.transfer)
-    write_csv(tables["profile"], out.profile)
-    write_csv(pd.DataFrame(left_out, columns=["device", "mode", "reason"]), out.left_out)
+    notes = check_settings(runs)
+    q = cfg["quality"]
+    summary = summarise(runs, q["use"], q["repeat_spread"])
+    files.write_csv(out.runs, runs)
+    files.write_csv(out.summary, summary)
+    for name in TABLES[1:]:
+        files.write_csv(out[name], tables[name])
+    files.write_csv(out.left_out, pd.DataFrame(left_out, columns=["device", "mode", "reason"]))
     for host, label in owner.items():
         log(f"host {host}: from {label}")
-    log(f"{len(runs)} runs ({(runs['status'] == 'ok').sum()} ok) in {len(summary)} combinations")
+    for note in notes:
+        log(f"note: {note}")
+    n_ok = int((summary["n_ok"]).sum())
+    log(f"{len(runs)} runs ({n_ok} usable: status ok, timing {', '.join(q['use'])}) in {len(summary)} combinations")
     for d, m, why in left_out:
         log(f"left out {d} x {m}: {why}")

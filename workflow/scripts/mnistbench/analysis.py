@@ -1,23 +1,27 @@
-"""Why the timings look as they do, computed from the summary tables (pandas + numpy).
+"""Why the timings look as they do: the numbers, computed from the summary tables (pandas + numpy).
+The words that say them are in words.py.
 
+Only usable runs count (status ok and a timing verdict in `quality.use`):
 - fits: step time = a + b * batch_size per host x device x mode. a is the fixed cost of a step
   (Python, dispatch, kernel launches, syncs), b the cost of one more sample (the arithmetic).
 - crossover: the batch size from which each accelerator beats the cpu, per mode, from the fits
   and checked against the measured points.
 - speedup: each accelerator over the cpu (same mode), and each mode over a reference mode.
+- ladder: every rung's samples/s at the smallest and the largest batch size, over the beginner's.
 - dataloader: what feeding batches through a DataLoader from host memory costs next to `module`.
 - bandwidth: host->device copies, pinned vs pageable.
-- findings: the same numbers in plain words, for results/summary.md and the report.
+- excluded: the runs left out of all of these, and why; disagreeing repeats.
 """
 
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from mnistbench.aggregate import KEYS, write_csv
+from mnistbench import files, words
+from mnistbench.aggregate import KEYS, check_settings, summarise, usable
+from mnistbench.devices import HOST, host_first
+from mnistbench.modes import MODES
 
 BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader batch copies
 REFERENCE_MODES = ("seed", "module", "manual")  # the mode ladder is compared with the first present
@@ -53,9 +57,17 @@ def fit_line(x, y) -> dict:
     keep = np.isfinite(x) & np.isfinite(y) & (y > 0)
     x, y = x[keep], y[keep]
     sizes = np.unique(x)
-    out = dict(a=math.nan, b=math.nan, n_points=len(y), n_batch_sizes=len(sizes),
-               batch_sizes=" ".join(str(int(s)) for s in sizes), rel_rmse=math.nan, max_rel_err=math.nan,
-               quality="none", note="")  # fmt: skip
+    out = dict(
+        a=math.nan,
+        b=math.nan,
+        n_points=len(y),
+        n_batch_sizes=len(sizes),
+        batch_sizes=" ".join(str(int(s)) for s in sizes),
+        rel_rmse=math.nan,
+        max_rel_err=math.nan,
+        quality="none",
+        note="",
+    )
     if len(y) == 0:
         out["note"] = "no successful run to fit"
         return out
@@ -97,44 +109,68 @@ def fit_line(x, y) -> dict:
     return out
 
 
-def fits(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per host x device x mode: a (µs per step), b (µs per sample) and the fit's quality.
-    Combinations whose runs all failed get a row with a note, not a fit."""
+def fits(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+    """Per host x device x mode: a (µs per step), b (µs per sample) and the fit's quality;
+    `trusted` says whether a sentence may quote it. Combinations without a usable run get a row
+    with a note, not a fit."""
     rows = []
     for (host, device, mode), g in runs.groupby(["host", "device", "mode"], sort=True):
-        ok = g[g["status"] == "ok"]
+        ok = usable(g, use)
         f = fit_line(ok["batch_size"], ok["step_time_median_s"])
         if ok.empty:
-            f["note"] = f"no successful run (status: {', '.join(sorted(set(g['status'])))})"
+            why = sorted(set(g["status"]) - {"ok"}) or sorted(set(g["quality"].astype(str)))
+            f["note"] = f"no successful run with a usable timing (status or timing: {', '.join(why)})"
         a, b = f.pop("a"), f.pop("b")
-        rows.append(dict(
-            host=host, device=device, device_name=g["device_name"].iloc[0], mode=mode,
-            a_us=a * 1e6, b_us=b * 1e6,
-            # Below this batch size the fixed cost is more than half of a step.
-            overhead_bound_below=a / b if b > 0 else math.inf if a > 0 else math.nan,
-            **f,
-        ))  # fmt: skip
-    cols = ["host", "device", "device_name", "mode", "a_us", "b_us", "overhead_bound_below", "n_points",
-            "n_batch_sizes", "batch_sizes", "rel_rmse", "max_rel_err", "quality", "note"]  # fmt: skip
-    return pd.DataFrame(rows, columns=cols)
+        rows.append(
+            dict(
+                host=host,
+                device=device,
+                device_name=g["device_name"].iloc[0],
+                mode=mode,
+                a_us=a * 1e6,
+                b_us=b * 1e6,
+                # Below this batch size the fixed cost is more than half of a step.
+                overhead_bound_below=a / b if b > 0 else math.inf if a > 0 else math.nan,
+                **f,
+            )
+        )
+    cols = [
+        "host",
+        "device",
+        "device_name",
+        "mode",
+        "a_us",
+        "b_us",
+        "overhead_bound_below",
+        "n_points",
+        "n_batch_sizes",
+        "batch_sizes",
+        "rel_rmse",
+        "max_rel_err",
+        "quality",
+        "note",
+    ]
+    out = pd.DataFrame(rows, columns=cols)
+    out["trusted"] = out["a_us"].notna() & (out["quality"] != "poor")
+    return out
 
 
 # --- accelerators against the cpu ---------------------------------------------------------------
 
 
-def medians(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median step time (s) per host x device x mode x batch size over the repeats that succeeded."""
-    ok = runs[runs["status"] == "ok"]
+def medians(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+    """Median step time (s) per host x device x mode x batch size over the usable repeats."""
+    ok = usable(runs, use)
     return ok.groupby(KEYS, as_index=False)["step_time_median_s"].median()
 
 
-def crossover(fit: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     """For every accelerator x mode with a cpu run of the same mode on the same host: where the
     fitted lines cross, and what the measured points say."""
-    med = medians(runs)
+    med = medians(runs, use)
     rows = []
-    for _, acc in fit[fit["device"] != "cpu"].iterrows():
-        cpu = fit[(fit["host"] == acc["host"]) & (fit["device"] == "cpu") & (fit["mode"] == acc["mode"])]
+    for _, acc in fit[fit["device"] != HOST].iterrows():
+        cpu = fit[(fit["host"] == acc["host"]) & (fit["device"] == HOST) & (fit["mode"] == acc["mode"])]
         row = dict(host=acc["host"], device=acc["device"], mode=acc["mode"], a_us=acc["a_us"], b_us=acc["b_us"])
         if cpu.empty:
             row["note"] = f"no cpu run of {acc['mode']} on {acc['host']} to compare with"
@@ -145,8 +181,21 @@ def crossover(fit: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         row.update(_fit_crossover(acc["a_us"], acc["b_us"], cpu["a_us"], cpu["b_us"]))
         row.update(_measured_crossover(med, acc["host"], acc["device"], acc["mode"], row))
         rows.append(row)
-    cols = ["host", "device", "mode", "verdict", "crossover_batch_size", "measured_last_slower",
-            "measured_first_faster", "fit_agrees", "a_us", "b_us", "cpu_a_us", "cpu_b_us", "note"]  # fmt: skip
+    cols = [
+        "host",
+        "device",
+        "mode",
+        "verdict",
+        "crossover_batch_size",
+        "measured_last_slower",
+        "measured_first_faster",
+        "fit_agrees",
+        "a_us",
+        "b_us",
+        "cpu_a_us",
+        "cpu_b_us",
+        "note",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -159,12 +208,14 @@ def _fit_crossover(a, b, ca, cb) -> dict:
     if da >= 0 and db <= 0:
         return dict(verdict="slower at every batch size", crossover_batch_size=math.nan)
     cross = da / db
-    return dict(verdict="slower below, faster above" if da > 0 else "faster below, slower above", crossover_batch_size=cross)
+    return dict(
+        verdict="slower below, faster above" if da > 0 else "faster below, slower above", crossover_batch_size=cross
+    )
 
 
 def _measured_crossover(med, host, device, mode, row) -> dict:
     sel = lambda d: med[(med["host"] == host) & (med["device"] == d) & (med["mode"] == mode)]  # noqa: E731
-    both = sel(device).merge(sel("cpu"), on="batch_size", suffixes=("", "_cpu")).sort_values("batch_size")
+    both = sel(device).merge(sel(HOST), on="batch_size", suffixes=("", "_cpu")).sort_values("batch_size")
     if both.empty:
         return dict(note="no batch size ran on both devices", fit_agrees=math.nan)
     faster = both["step_time_median_s"] < both["step_time_median_s_cpu"]
@@ -187,20 +238,30 @@ def reference_mode(modes) -> str:
     return next((m for m in REFERENCE_MODES if m in present), sorted(present)[0])
 
 
-def speedup(runs: pd.DataFrame) -> pd.DataFrame:
+def speedup(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     """speedup = baseline step time / step time, at the same host and batch size.
 
     kind 'device': each accelerator over the cpu, same mode. kind 'mode': each mode over the
     reference mode (seed, the beginner's code, when it ran), same device.
     """
-    med = medians(runs)
-    cols = ["kind", "host", "device", "mode", "batch_size", "baseline_device", "baseline_mode",
-            "step_time_s", "baseline_step_time_s", "speedup"]  # fmt: skip
+    med = medians(runs, use)
+    cols = [
+        "kind",
+        "host",
+        "device",
+        "mode",
+        "batch_size",
+        "baseline_device",
+        "baseline_mode",
+        "step_time_s",
+        "baseline_step_time_s",
+        "speedup",
+    ]
     if med.empty:
         return pd.DataFrame(columns=cols)
-    cpu = med[med["device"] == "cpu"].rename(columns={"step_time_median_s": "baseline_step_time_s"})
-    dev = med[med["device"] != "cpu"].merge(cpu.drop(columns="device"), on=["host", "mode", "batch_size"])
-    dev = dev.assign(kind="device", baseline_device="cpu", baseline_mode=dev["mode"])
+    cpu = med[med["device"] == HOST].rename(columns={"step_time_median_s": "baseline_step_time_s"})
+    dev = med[med["device"] != HOST].merge(cpu.drop(columns="device"), on=["host", "mode", "batch_size"])
+    dev = dev.assign(kind="device", baseline_device=HOST, baseline_mode=dev["mode"])
     ref = reference_mode(med["mode"])
     base = med[med["mode"] == ref].rename(columns={"step_time_median_s": "baseline_step_time_s"})
     lad = med.merge(base.drop(columns="mode"), on=["host", "device", "batch_size"])
@@ -217,20 +278,36 @@ def bandwidth(transfer: pd.DataFrame) -> pd.DataFrame:
     """Per host x device x memory: copy time = latency + bytes / bandwidth (the same robust fit),
     and the bandwidth measured on the largest copy."""
     rows = []
-    cols = ["host", "device", "memory", "latency_us", "fit_gb_per_s", "largest_bytes", "largest_gb_per_s",
-            "pinned_over_pageable", "note"]  # fmt: skip
+    cols = [
+        "host",
+        "device",
+        "memory",
+        "latency_us",
+        "fit_gb_per_s",
+        "largest_bytes",
+        "largest_gb_per_s",
+        "pinned_over_pageable",
+        "note",
+    ]
     if transfer.empty:
         return pd.DataFrame(columns=cols)
     for (host, device, memory), g in transfer.groupby(["host", "device", "memory"], sort=True):
         f = fit_line(g["bytes"], g["seconds"])
         big = g.loc[g["bytes"].idxmax()]
-        rows.append(dict(
-            host=host, device=device, memory=memory, latency_us=f["a"] * 1e6,
-            fit_gb_per_s=1e-9 / f["b"] if f["b"] > 0 else math.nan,
-            largest_bytes=int(big["bytes"]), largest_gb_per_s=big["gb_per_s"], note=f["note"],
-        ))  # fmt: skip
+        rows.append(
+            dict(
+                host=host,
+                device=device,
+                memory=memory,
+                latency_us=f["a"] * 1e6,
+                fit_gb_per_s=1e-9 / f["b"] if f["b"] > 0 else math.nan,
+                largest_bytes=int(big["bytes"]),
+                largest_gb_per_s=big["gb_per_s"],
+                note=f["note"],
+            )
+        )
     out = pd.DataFrame(rows, columns=cols)
-    for (host, device), g in out.groupby(["host", "device"]):
+    for _, g in out.groupby(["host", "device"]):
         pinned, pageable = g[g["memory"] == "pinned"], g[g["memory"] == "pageable"]
         if len(pinned) and len(pageable):
             ratio = pinned["largest_gb_per_s"].iloc[0] / pageable["largest_gb_per_s"].iloc[0]
@@ -240,12 +317,13 @@ def bandwidth(transfer: pd.DataFrame) -> pd.DataFrame:
 
 def copy_seconds(bw: pd.DataFrame, host, device, nbytes) -> float:
     """Predicted time of one host->device copy of nbytes, from the fitted line of the memory kind
-    the DataLoader uses (pinned on cuda, pageable elsewhere; on cpu a host memcpy, which is what
-    the DataLoader's collation does)."""
+    the DataLoader uses (pinned where the device has it, pageable elsewhere; on the cpu a host
+    memcpy, which is what the DataLoader's collation does)."""
     g = bw[(bw["host"] == host) & (bw["device"] == device)]
     if g.empty:
         return math.nan
-    want = "pinned" if device.startswith("cuda") else "pageable"
+    pinned = g[g["memory"] == "pinned"]
+    want = "pinned" if len(pinned) else "pageable"
     r = g[g["memory"] == want]
     r = (r if len(r) else g).iloc[0]
     if not (np.isfinite(r["latency_us"]) and np.isfinite(r["fit_gb_per_s"])):
@@ -253,7 +331,7 @@ def copy_seconds(bw: pd.DataFrame, host, device, nbytes) -> float:
     return r["latency_us"] * 1e-6 + nbytes / (r["fit_gb_per_s"] * 1e9)
 
 
-def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame) -> pd.DataFrame:
+def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     """What the DataLoader path costs per step next to `module` (the same model fed from tensors
     already on the device), per host x device x batch size.
 
@@ -261,9 +339,21 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame) -> pd.D
     copy_share: the host->device copy alone (predicted from the preload's copy timings) over the
     dataloader step. profiled_*_share: the batch fetch's share of a profiled step, for both modes.
     """
-    med = medians(runs)
-    cols = ["host", "device", "batch_size", "module_step_us", "dataloader_step_us", "extra_us", "extra_share",
-            "copy_us", "copy_share", "profiled_dataloader_share", "profiled_module_share", "note"]  # fmt: skip
+    med = medians(runs, use)
+    cols = [
+        "host",
+        "device",
+        "batch_size",
+        "module_step_us",
+        "dataloader_step_us",
+        "extra_us",
+        "extra_share",
+        "copy_us",
+        "copy_share",
+        "profiled_dataloader_share",
+        "profiled_module_share",
+        "note",
+    ]
     mod = med[med["mode"] == "module"].drop(columns="mode")
     dl = med[med["mode"] == "dataloader"].drop(columns="mode")
     both = dl.merge(mod, on=["host", "device", "batch_size"], suffixes=("_dl", "_mod"))
@@ -274,7 +364,8 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame) -> pd.D
     both["extra_us"] = both["dataloader_step_us"] - both["module_step_us"]
     both["extra_share"] = both["extra_us"] / both["dataloader_step_us"]
     both["copy_us"] = [
-        copy_seconds(bw, h, d, b * BYTES_PER_SAMPLE) * 1e6 for h, d, b in zip(both["host"], both["device"], both["batch_size"])
+        copy_seconds(bw, h, d, b * BYTES_PER_SAMPLE) * 1e6
+        for h, d, b in zip(both["host"], both["device"], both["batch_size"])
     ]
     both["copy_share"] = both["copy_us"] / both["dataloader_step_us"]
     both["note"] = np.where(both["extra_us"] < 0, "dataloader measured faster than module: within the noise", "")
@@ -282,354 +373,118 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame) -> pd.D
         share = {}
         if not prof.empty:
             p = prof[(prof["mode"] == mode) & (prof["status"] == "ok")]
-            share = {(h, d, b): t / s for h, d, b, t, s in zip(p["host"], p["device"], p["batch_size"], p["transfer_us"], p["step_us_profiled"])}
-        both[f"profiled_{mode}_share"] = [share.get(k, math.nan) for k in zip(both["host"], both["device"], both["batch_size"])]
+            share = {
+                (h, d, b): t / s
+                for h, d, b, t, s in zip(
+                    p["host"], p["device"], p["batch_size"], p["transfer_us"], p["step_us_profiled"]
+                )
+            }
+        both[f"profiled_{mode}_share"] = [
+            share.get(k, math.nan) for k in zip(both["host"], both["device"], both["batch_size"])
+        ]
     return both[cols].sort_values(["host", "device", "batch_size"], ignore_index=True)
 
 
 # --- plain words --------------------------------------------------------------------------------
 
 
-def us(x) -> str:
-    """A duration given in µs, readable: '0.42 µs', '35 µs', '1.2 ms'."""
-    if not np.isfinite(x):
-        return "n/a"
-    if x >= 1000:
-        return f"{x / 1000:.3g} ms"
-    return f"{x:.2g} µs" if x < 10 else f"{x:.0f} µs"
+# --- the ladder ---------------------------------------------------------------------------------
 
 
-def pct(x) -> str:
-    return "n/a" if not np.isfinite(x) else f"{100 * x:.0f} %"
-
-
-def bs(x) -> str:
-    return "n/a" if not np.isfinite(x) else f"{x:,.0f}"
-
-
-def share(r) -> str:
-    """The DataLoader's extra share of a step, in words; a negative difference is noise."""
-    if not np.isfinite(r["extra_us"]):
-        return "n/a"
-    if r["extra_us"] < 0:
-        return "nothing measurable (it timed faster than module)"
-    return f"{pct(r['extra_share'])} ({us(r['extra_us'])})"
-
-
-def trusted(fit: pd.DataFrame) -> pd.DataFrame:
-    """Fits good enough to quote in a sentence (the table shows all of them)."""
-    return fit[fit["a_us"].notna() & (fit["quality"] != "poor")]
-
-
-def cpu_first(devices) -> list:
-    """Devices in the order the text names them: cpu, then the accelerators."""
-    return sorted(set(devices), key=lambda d: (d != "cpu", d))
-
-
-def trusted_by_device(fit: pd.DataFrame, host: str, devices):
-    """(device, its trusted fits on host) for each device, cpu first; empty where none is."""
-    hf = trusted(fit[fit["host"] == host])
-    for device in cpu_first(devices):
-        yield device, hf[hf["device"] == device]
-
-
-def findings(tables: dict) -> dict:
-    """Plain-words findings from the numbers. Returns {host: [sentence, ...]} plus the notes of
-    degenerate inputs under the key None."""
-    fit, cross, spd, dl, bw, prof, runs = (tables[k] for k in ("fits", "crossover", "speedup", "dataloader", "bandwidth", "profile", "runs"))
-    out = {None: []}
-    if runs.empty or not (runs["status"] == "ok").any():
-        statuses = ", ".join(sorted(set(runs["status"]))) if len(runs) else "none"
-        out[None].append(f"No run succeeded (statuses: {statuses}): there is nothing to fit or compare.")
-        return out
+def ladder(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+    """Every rung's median samples/s on each host x device at the smallest and the largest batch
+    size of that device's grid, in ladder order, and its factor over the beginner's code (`seed`)
+    at the same batch size (NaN where seed did not run)."""
+    cols = ["host", "device", "point", "batch_size", "rung", "mode", "samples_per_s", "over_seed"]
+    med = usable(runs, use).groupby(KEYS, as_index=False)["samples_per_s"].median()
+    rows = []
     for host in sorted(set(runs["host"])):
-        lines = out.setdefault(host, [])
-        for device, f in trusted_by_device(fit, host, runs[runs["host"] == host]["device"]):
-            if f.empty:
-                lines.append(f"On {host}, {device}: no fit is trustworthy (too few batch sizes or noisy timings); see fits.csv.")
-                continue
-            lo, hi = f.loc[f["a_us"].idxmin()], f.loc[f["a_us"].idxmax()]
-            if len(f) == 1:
-                lines.append(
-                    f"On {host}, {device}: a step of {lo['mode']} (the one mode with a trustworthy fit) costs a fixed "
-                    f"{us(lo['a_us'])} whatever the batch, plus {us(lo['b_us'])} per sample."
-                )
-            else:
-                lines.append(
-                    f"On {host}, {device}: a step costs a fixed {us(lo['a_us'])} ({lo['mode']}) to {us(hi['a_us'])} "
-                    f"({hi['mode']}) whatever the batch, plus {us(f['b_us'].min())} to {us(f['b_us'].max())} per sample."
-                )
-            ref = f[f["mode"] == "module"]
-            if len(ref):
-                r = ref.iloc[0]
-                lines.append(
-                    f"For module on {device}, the fixed cost ({us(r['a_us'])}) outweighs the per-sample "
-                    f"cost ({us(r['b_us'])}) below batch size {bs(r['overhead_bound_below'])}: "
-                    "there the step waits on overhead, not arithmetic."
-                )
-        hc = cross[cross["host"] == host]
-        for _, c in hc.iterrows():
-            if c["verdict"] == "slower below, faster above":
-                lines.append(
-                    f"On {host}, {c['device']} is slower than cpu below batch size {bs(c['crossover_batch_size'])} "
-                    f"for mode {c['mode']} (measured: last slower at {bs(c['measured_last_slower'])}, first faster "
-                    f"at {bs(c['measured_first_faster'])}); per-step overhead {us(c['a_us'])} vs {us(c['cpu_a_us'])} "
-                    f"on cpu, per sample {us(c['b_us'])} vs {us(c['cpu_b_us'])}."
-                )
-            elif isinstance(c["verdict"], str):
-                lines.append(
-                    f"On {host}, {c['device']} is {c['verdict']} than cpu for mode {c['mode']} "
-                    f"(per-step overhead {us(c['a_us'])} vs {us(c['cpu_a_us'])} on cpu)."
-                )
-            if isinstance(c["note"], str) and c["note"]:
-                lines.append(f"Note ({c['device']}, {c['mode']}): {c['note']}.")
-        if hc.empty and set(runs[runs["host"] == host]["device"]) == {"cpu"}:
-            lines.append(f"Only the cpu ran on {host}, so there is no accelerator crossover to report.")
-        hs = spd[(spd["host"] == host) & (spd["kind"] == "device")]
-        if len(hs):
-            best, worst = hs.loc[hs["speedup"].idxmax()], hs.loc[hs["speedup"].idxmin()]
-            lines.append(
-                f"Best accelerator speedup over cpu: {best['speedup']:.2g}x ({best['device']}, {best['mode']}, "
-                f"batch {best['batch_size']}); worst: {worst['speedup']:.2g}x ({worst['device']}, "
-                f"{worst['mode']}, batch {worst['batch_size']})."
-            )
-        hm = spd[(spd["host"] == host) & (spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
-        if len(hm):
-            best = hm.loc[hm["speedup"].idxmax()]
-            lines.append(
-                f"Best mode over {best['baseline_mode']}: {best['mode']} on {best['device']} at batch "
-                f"{best['batch_size']}, {best['speedup']:.2g}x faster per step."
-            )
-        for _, r in dl[dl["host"] == host].iterrows():
-            copy = "a host memcpy of the batch (what collation copies)" if r["device"] == "cpu" else "the host→device copy itself"
-            lines.append(
-                f"DataLoader on {r['device']} at batch {r['batch_size']}: {us(r['dataloader_step_us'])} per step vs "
-                f"{us(r['module_step_us'])} for module, so feeding from host memory takes {share(r)} "
-                f"of the step; {copy} takes {us(r['copy_us'])} ({pct(r['copy_share'])}) at the measured bandwidth."
-            )
-        for _, r in bw[(bw["host"] == host) & (bw["memory"] == "pinned")].iterrows():
-            pg = bw[(bw["host"] == host) & (bw["device"] == r["device"]) & (bw["memory"] == "pageable")]
-            if len(pg):
-                lines.append(
-                    f"Copies to {r['device']}: {r['largest_gb_per_s']:.3g} GB/s from pinned memory vs "
-                    f"{pg['largest_gb_per_s'].iloc[0]:.3g} GB/s pageable ({r['pinned_over_pageable']:.2g}x) for "
-                    f"{r['largest_bytes'] / 1e6:.3g} MB; a copy's fixed latency is {us(r['latency_us'])}."
-                )
-        for _, r in bw[(bw["host"] == host) & (bw["device"] == "cpu")].iterrows():
-            lines.append(f"Host memcpy baseline on {host}: {r['largest_gb_per_s']:.3g} GB/s for {r['largest_bytes'] / 1e6:.3g} MB.")
-        hp = prof[(prof["host"] == host) & (prof["status"] == "ok")] if not prof.empty else prof
-        for device in cpu_first(hp["device"]) if len(hp) else []:
-            d = hp[hp["device"] == device]
-            small = d["batch_size"].min()
-            s = d[d["batch_size"] == small]
-            ops = ", ".join(f"{m} {o + ob:.0f}" for m, o, ob in zip(s["mode"], s["ops_step"], s["ops_batch"]))
-            lines.append(f"Torch ops dispatched per training step on {device} at batch {small}: {ops}.")
-    for _, f in fit[fit["note"].astype(str).str.len() > 0].iterrows():
-        out[None].append(f"{f['host']}, {f['device']}, {f['mode']}: {f['note']}.")
-    return out
+        h = runs[runs["host"] == host]
+        for device in host_first(h["device"]):
+            sizes = sorted(set(h[h["device"] == device]["batch_size"]))
+            for point, b in dict.fromkeys([("smallest", sizes[0]), ("largest", sizes[-1])]):
+                if point == "largest" and b == sizes[0]:
+                    break  # one batch size: one point
+                here = med[(med["host"] == host) & (med["device"] == device) & (med["batch_size"] == b)]
+                rate = dict(zip(here["mode"], here["samples_per_s"]))
+                for rung, mode in enumerate(MODES):
+                    if mode in rate:
+                        over = rate[mode] / rate["seed"] if "seed" in rate else math.nan
+                        rows.append(
+                            dict(
+                                host=host,
+                                device=device,
+                                point=point,
+                                batch_size=b,
+                                rung=rung,
+                                mode=mode,
+                                samples_per_s=rate[mode],
+                                over_seed=over,
+                            )
+                        )
+    return pd.DataFrame(rows, columns=cols)
 
 
-def summary_md(found: dict, cfg: dict, env: pd.DataFrame) -> str:
-    lines = [
-        "# mnist-device-bench: what this run found",
-        "",
-        f"Config: devices {cfg.get('devices')}, modes {cfg.get('modes')}, batch sizes {cfg.get('batch_sizes')}, "
-        f"{cfg.get('repeats')} repeats, {cfg.get('train_samples')} training samples x {cfg.get('epochs')} epochs. "
-        "Step time is fitted as a + b x batch size: a is the fixed cost of every step, b the cost of each sample.",
-        "",
+# --- what the analysis left out -----------------------------------------------------------------
+
+
+def excluded(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+    """Runs left out of the medians, fits, speedups and sentences, and why."""
+    cols = ["host", "device", "mode", "batch_size", "repeat", "status", "quality", "reason"]
+    out = runs[~runs.index.isin(usable(runs, use).index)]
+    out = out.reindex(columns=list(dict.fromkeys([*out.columns, "message", "quality", "quality_note"])))
+    out["reason"] = [
+        f"{s}: {m}" if s != "ok" else f"timing {q}: {n}"
+        for s, m, q, n in zip(
+            out["status"], out["message"], out["quality"], out["quality_note"].astype(object).fillna("")
+        )
     ]
-    for host, sentences in found.items():
-        if host is None:
-            continue
-        lines += [f"## {host}", ""]
-        e = env[env["host"] == host] if "host" in env.columns else env.iloc[0:0]
-        for _, r in e.iterrows():
-            lines.append(f"- Environment ({r['device']}): {r['device_name']}; {r['cores']} cores, {r['threads']} threads; "
-                         f"torch {r['torch']}, python {r['python']}, cuda {r['cuda']}; {r['platform']}")  # fmt: skip
-        lines += [f"- {s}" for s in sentences] + [""]
-    if found[None]:
-        lines += ["## Notes", ""] + [f"- {s}" for s in found[None]] + [""]
-    return "\n".join(lines)
+    return out.reindex(columns=cols).reset_index(drop=True)
 
 
-# --- reStructuredText for the report ------------------------------------------------------------
-
-
-def rst_table(df: pd.DataFrame, header: list[str]) -> str:
-    if df.empty:
-        return ""
-    lines = [".. list-table::", "   :header-rows: 1", ""]
-    for row in [header] + df.astype(str).replace({"": "–", "nan": "–"}).values.tolist():
-        lines.append(f"   * - {row[0]}")
-        lines += [f"     - {c}" for c in row[1:]]
-    return "\n".join(lines) + "\n"
-
-
-def answer(found: dict, tables: dict) -> str:
-    """Two or three sentences per host: the fixed cost, the crossover, the DataLoader share."""
-    fit, cross, dl, runs = tables["fits"], tables["crossover"], tables["dataloader"], tables["runs"]
-    out = []
-    for host in sorted(h for h in found if h is not None):
-        words = []
-        for device, f in trusted_by_device(fit, host, fit[fit["host"] == host]["device"]):
-            if f.empty:
-                words.append(f"On **{host}**, no fit on {device} is trustworthy (too few batch sizes or noisy timings): see the table.")
-                continue
-            fixed = f"{us(f['a_us'].min())} to {us(f['a_us'].max())} (depending on the mode)" if len(f) > 1 else f"{us(f['a_us'].iloc[0])} ({f['mode'].iloc[0]})"
-            per = f"{us(f['b_us'].min())} to {us(f['b_us'].max())}" if len(f) > 1 else us(f["b_us"].iloc[0])
-            words.append(
-                f"On **{host}**, a training step on {device} costs a fixed {fixed} plus {per} per sample, so at "
-                "small batches the step is paid in overhead, not arithmetic."
-            )
-        hc = cross[(cross["host"] == host) & (cross["verdict"] == "slower below, faster above")]
-        if len(hc):
-            c = hc.sort_values("crossover_batch_size").iloc[0]
-            words.append(
-                f"{c['device']} overtakes the cpu from batch size {bs(c['crossover_batch_size'])} in mode {c['mode']} "
-                f"(earliest of {len(hc)} mode(s)): its fixed cost per step is {us(c['a_us'])} against "
-                f"{us(c['cpu_a_us'])} on the cpu."
-            )
-        elif set(runs[runs["host"] == host]["device"]) == {"cpu"}:
-            words.append("Only the cpu ran on this host, so there is no GPU crossover here.")
-        d = dl[dl["host"] == host]
-        if len(d):
-            parts = ", ".join(f"{share(r)} at batch {r['batch_size']} on {r['device']}" for _, r in d.iterrows())
-            words.append(f"Feeding batches through a DataLoader from host memory takes {parts} of the step (DataLoader transfer share).")
-        if words:
-            out.append(" ".join(words))
-    if not out:
-        out = [" ".join(found[None]) or "No run succeeded."]
-    return "\n\n".join(out) + "\n"
-
-
-def rst_pages(tables: dict, found: dict) -> dict:
-    """The run-specific text of the report: {name: rst}, included by the captions and the workflow page."""
-    fit, spd, dl, bw, prof, env = (tables[k] for k in ("fits", "speedup", "dataloader", "bandwidth", "profile", "environment"))
-    pages = {}
-    f = fit.copy()
-    for c in ("a_us", "b_us"):
-        f[c] = f[c].map(us)
-    f["overhead_bound_below"] = f["overhead_bound_below"].map(bs)
-    f["max_rel_err"] = f["max_rel_err"].map(pct)
-    fit_table = rst_table(
-        f[["host", "device", "mode", "a_us", "b_us", "overhead_bound_below", "batch_sizes", "max_rel_err", "quality"]],
-        ["host", "device", "mode", "fixed cost a per step", "cost b per sample", "overhead-bound below batch", "batch sizes", "worst fit error", "fit"],
-    )
-    d = dl.copy()
-    for c in ("module_step_us", "dataloader_step_us", "extra_us", "copy_us"):
-        d[c] = d[c].map(us)
-    d["extra_share"] = [share(r) for _, r in dl.iterrows()]
-    for c in ("copy_share", "profiled_dataloader_share", "profiled_module_share"):
-        d[c] = d[c].map(pct)
-    dl_table = rst_table(
-        d[["host", "device", "batch_size", "module_step_us", "dataloader_step_us", "extra_share", "copy_us", "copy_share", "profiled_dataloader_share", "profiled_module_share"]],
-        ["host", "device", "batch", "module step", "dataloader step", "DataLoader transfer share", "copy alone", "copy share", "profiled fetch share (dataloader)", "profiled fetch share (module)"],
-    )
-    env_cols = ["host", "device", "device_name", "cpu_model", "cores", "threads", "python", "torch", "cuda", "platform", "git_commit", "config_hash"]
-    env_table = rst_table(env.reindex(columns=env_cols).astype(object).fillna(""), env_cols) if len(env) else ""
-    notes = "".join(f"- {s}\n" for s in found[None])
-    pages["answer"] = (
-        answer(found, tables)
-        + "\n**Fixed cost per step (a) and cost per sample (b)**, fitted as step time = a + b × batch size:\n\n"
-        + (fit_table or "No fit: no successful run.\n")
-        + "\n**DataLoader transfer share**: the share of a `dataloader` step spent beyond a `module` step "
-        "(same model, data already on the device), i.e. batch collation and the host→device copy:\n\n"
-        + (dl_table or "Not measured: the run needs both the `module` and the `dataloader` mode.\n")
-        + ("\n**Notes**\n\n" + notes if notes else "")
-        + "\n**Environment of every host**\n\n"
-        + (env_table or "No environment recorded.\n")
-    )
-    pages["throughput"] = "Fits on this run (a = fixed cost per step, b = cost per sample):\n\n" + (fit_table or "none.\n")
-    dev = spd[spd["kind"] == "device"]
-    if len(dev):
-        best, worst = dev.loc[dev["speedup"].idxmax()], dev.loc[dev["speedup"].idxmin()]
-        pages["speedup"] = (
-            f"Accelerator over cpu on this run: from {worst['speedup']:.2g}× ({worst['device']}, {worst['mode']}, "
-            f"batch {worst['batch_size']}) to {best['speedup']:.2g}× ({best['device']}, {best['mode']}, batch {best['batch_size']}).\n"
-        )
-    else:
-        lad = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
-        if len(lad):
-            best = lad.loc[lad["speedup"].idxmax()]
-            pages["speedup"] = (
-                f"No accelerator ran, so the heatmap shows each mode over {best['baseline_mode']} on the cpu instead: "
-                f"best {best['speedup']:.2g}× ({best['mode']}, batch {best['batch_size']}).\n"
-            )
-        else:
-            pages["speedup"] = "Not enough successful runs for a speedup.\n"
-    ok = prof[prof["status"] == "ok"] if len(prof) else prof
-    if len(ok):
-        lines = []
-        for _, r in ok[ok["mode"].isin(["module", "dataloader"])].iterrows():
-            lines.append(
-                f"- {r['host']} {r['device']} {r['mode']} batch {r['batch_size']}: transfer {us(r['transfer_us'])}, "
-                f"forward {us(r['forward_us'])}, backward {us(r['backward_us'])}, optimizer {us(r['optimizer_us'])}"
-                + ("" if r["device"] == "cpu" else f", device wait {us(r['wait_us'])}")
-                + f"; profiled {us(r['step_us_profiled'])} per step vs {us(r['step_us_plain'])} without the profiler."
-            )
-        pages["breakdown"] = "On this run:\n\n" + ("\n".join(lines) + "\n" if lines else "(module and dataloader were not profiled)\n")
-        o = ok.assign(total=ok["ops_step"] + ok["ops_batch"])
-        top = o.loc[o["total"].idxmax()]
-        pages["ops"] = (
-            f"Most ops per step on this run: {top['mode']} at batch {top['batch_size']} on {top['device']}, "
-            f"{top['total']:.0f} ({top['ops_batch']:.0f} of them fetching the batch).\n"
-        )
-    else:
-        pages["breakdown"] = pages["ops"] = "No profile succeeded on this run.\n"
-    if len(bw):
-        pages["bandwidth"] = "".join(
-            f"- {r['host']} {r['device']} {r['memory']}: {r['largest_gb_per_s']:.3g} GB/s for {r['largest_bytes'] / 1e6:.3g} MB, "
-            f"fixed latency {us(r['latency_us'])}\n"
-            for _, r in bw.iterrows()
-        )
-    else:
-        pages["bandwidth"] = "No copy timings.\n"
-    pages["accuracy"] = tables["accuracy"]
-    return pages
-
-
-def accuracy_text(runs: pd.DataFrame, target) -> str:
-    ok = runs[runs["status"] == "ok"]
-    if ok.empty:
-        return "No successful run.\n"
-    reached = ok[pd.to_numeric(ok["time_to_target_s"], errors="coerce").notna()]
-    text = f"{len(reached)} of {len(ok)} successful runs reached test accuracy {target}."
-    if len(reached):
-        r = reached.loc[pd.to_numeric(reached["time_to_target_s"]).idxmin()]
-        text += f" Fastest: {r['device']} · {r['mode']} at batch {r['batch_size']}, in {float(r['time_to_target_s']):.3g} s of training ({r['host']})."
-    return text + "\n"
+def disagreeing(runs: pd.DataFrame, use=("ok",), limit=1.25) -> pd.DataFrame:
+    """Combinations whose usable repeats' median step times differ by more than `limit`."""
+    s = summarise(runs, use, limit)
+    return s[s["repeats_agree"].astype(str) == "False"][KEYS + ["n_ok", "repeat_spread"]].reset_index(drop=True)
 
 
 # --- the rule -----------------------------------------------------------------------------------
 
 
-def write_text(text: str, path) -> None:
-    tmp = f"{path}.tmp"
-    Path(tmp).write_text(text)
-    os.replace(tmp, path)
-
-
 def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
     """All tables and the findings, from data frames (no files): what the tests call."""
+    q = cfg.get("quality") or {}
+    use = tuple(q.get("use", ["ok"]))
     bw = bandwidth(transfer)
-    fit = fits(runs)
+    fit = fits(runs, use)
     tables = dict(
-        runs=runs, fits=fit, crossover=crossover(fit, runs), speedup=speedup(runs), bandwidth=bw,
-        dataloader=dataloader(runs, bw, prof), profile=prof, environment=env,
-        accuracy=accuracy_text(runs, cfg.get("target_accuracy")),
-    )  # fmt: skip
-    return tables, findings(tables)
+        runs=runs,
+        fits=fit,
+        crossover=crossover(fit, runs, use),
+        speedup=speedup(runs, use),
+        ladder=ladder(runs, use),
+        bandwidth=bw,
+        dataloader=dataloader(runs, bw, prof, use),
+        profile=prof,
+        environment=env,
+        excluded=excluded(runs, use),
+        disagreeing=disagreeing(runs, use, q.get("repeat_spread", 1.25)),
+        code_notes=check_settings(runs) if "settings" in runs.columns else [],
+        use=use,
+    )
+    return tables, words.findings(tables, cfg)
 
 
 def run(inp, out, cfg, log=print) -> None:
     runs, prof = pd.read_csv(inp.runs), pd.read_csv(inp.profile)
     tables, found = analyse(runs, pd.read_csv(inp.transfer), prof, pd.read_csv(inp.environment), cfg)
-    for name in ("fits", "crossover", "speedup", "dataloader", "bandwidth"):
-        write_csv(tables[name], out[name])
-    write_text(summary_md(found, cfg, tables["environment"]), out.summary_md)
-    pages = rst_pages(tables, found)
-    for name in ("answer", "throughput", "speedup", "breakdown", "accuracy", "bandwidth", "ops"):
-        write_text(pages[name], out[f"rst_{name}"])
+    for name in ("fits", "crossover", "speedup", "ladder", "dataloader", "bandwidth"):
+        files.write_csv(out[name], tables[name])
+    files.write_text(out.summary_md, words.summary_md(found, cfg, tables["environment"], tables))
+    pages = words.rst_pages(tables, found, cfg)
+    for key in out.keys():  # one page per figure of the registry (workflow/rules/report.smk)
+        if key.startswith("rst_"):
+            files.write_text(out[key], pages.get(key.removeprefix("rst_"), ""))
     for host, sentences in found.items():
         for s in sentences:
             log(f"{host or 'note'}: {s}")

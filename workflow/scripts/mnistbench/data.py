@@ -1,11 +1,14 @@
 """MNIST on disk and on the device: download with torchvision, preload as tensors, time the copies."""
 
+import gzip
+import math
 import os
 import shutil
 import socket
 import statistics
+import struct
 import tempfile
-import time
+import zlib
 from pathlib import Path
 from urllib.error import URLError
 from urllib.parse import urlparse
@@ -13,7 +16,7 @@ from urllib.request import url2pathname
 
 import torch
 
-from mnistbench import BenchError, devices
+from mnistbench import BenchError, devices, files
 
 FILES = (
     "train-images-idx3-ubyte.gz",
@@ -23,21 +26,18 @@ FILES = (
 )
 
 
-def raw_files(root) -> list[Path]:
-    """The four extracted files, where torchvision's MNIST(root) looks for them."""
-    return [Path(root) / "MNIST" / "raw" / f.removesuffix(".gz") for f in FILES]
+class _Refused(Exception):
+    """One mirror's copy of a file cannot be used; the message says why."""
 
 
 def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
     """Fetch, verify and extract the four files into root/MNIST/raw.
 
     Files are fetched into a private temporary folder and moved into place only once all four
-    matched their md5 and extracted, so a failure never leaves a partial or corrupt file behind.
+    matched their md5 and extracted whole, so a failure never leaves a partial or corrupt file
+    behind. A mirror whose file fails (unreachable, wrong md5, a truncated or corrupt archive)
+    is skipped for the next one.
     """
-    # torchvision is imported here, not at the top: train jobs import this module and should not
-    # pay for it.
-    from torchvision.datasets.utils import calculate_md5
-
     raw = Path(root) / "MNIST" / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=raw, prefix=".download-") as tmp:
@@ -47,14 +47,11 @@ def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
                 url = mirror.rstrip("/") + "/" + filename
                 try:
                     _fetch(url, Path(tmp), filename, md5[filename])
-                except (URLError, OSError, RuntimeError, ValueError) as e:
-                    got = Path(tmp) / filename
-                    if got.exists():  # it arrived, so the checksum is what failed
-                        reason = f"md5 {calculate_md5(got)} != expected {md5[filename]}"
-                        got.unlink()
-                    else:
-                        reason = " ".join(str(getattr(e, "reason", e)).split()) or type(e).__name__
-                    tried.append(f"{url} ({reason})")
+                except _Refused as e:
+                    for name in (filename, filename.removesuffix(".gz")):
+                        (Path(tmp) / name).unlink(missing_ok=True)
+                    tried.append(f"{url} ({e})")
+                    log(f"{filename}: {url} refused: {e}")
                     continue
                 log(f"downloaded {filename} from {url}")
                 break
@@ -71,16 +68,47 @@ def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
 
 def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
     """Download (torchvision) or copy (file://, which torchvision's downloader cannot read) one
-    file, check its md5, extract it next to itself."""
-    from torchvision.datasets.utils import check_integrity, download_url, extract_archive
+    file, check its md5, extract it next to itself and check the extracted IDX file is whole.
+    Raises _Refused saying why this copy cannot be used."""
+    # torchvision is imported here, not at the top: train jobs import this module and should not
+    # pay for it.
+    from torchvision.datasets.utils import calculate_md5, download_url
 
-    if url.startswith("file://"):
-        shutil.copyfile(url2pathname(urlparse(url).path), folder / filename)
-        if not check_integrity(folder / filename, md5):
-            raise RuntimeError("File not found or corrupted.")
-    else:
-        download_url(url, folder, filename, md5)
-    extract_archive(folder / filename, folder)
+    got = folder / filename
+    try:
+        if url.startswith("file://"):
+            shutil.copyfile(url2pathname(urlparse(url).path), got)
+        else:
+            download_url(url, folder, filename)
+    except (URLError, OSError, RuntimeError, ValueError) as e:
+        raise _Refused(" ".join(str(getattr(e, "reason", e)).split()) or type(e).__name__) from e
+    if not got.exists():
+        raise _Refused("nothing was downloaded")
+    actual = calculate_md5(got)
+    if actual != md5:
+        raise _Refused(f"md5 {actual} != expected {md5}")
+    out = folder / filename.removesuffix(".gz")
+    try:
+        with gzip.open(got, "rb") as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        raise _Refused(f"corrupt archive: {type(e).__name__}: {' '.join(str(e).split())}") from e
+    _check_idx(out)
+
+
+def _check_idx(path: Path) -> None:
+    """An IDX file (MNIST's format) holds exactly the bytes its header announces."""
+    data = path.read_bytes()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise _Refused("not an MNIST (IDX, unsigned byte) file")
+    ndim = data[3]
+    head = 4 + 4 * ndim
+    if len(data) < head:
+        raise _Refused("truncated IDX header")
+    dims = struct.unpack(f">{ndim}I", data[4:head])
+    want = math.prod(dims)
+    if len(data) - head != want:
+        raise _Refused(f"IDX file holds {len(data) - head} bytes of data, its header announces {want}")
 
 
 def load_raw(root) -> dict[str, torch.Tensor]:
@@ -102,11 +130,8 @@ def load_raw(root) -> dict[str, torch.Tensor]:
 
 
 def save_tensors(tensors: dict, path) -> None:
-    """torch.save to a temporary file, then rename: no half-written tensor file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(tensors, tmp)
-    os.replace(tmp, path)
+    with files.atomic(path) as tmp:
+        torch.save(tensors, tmp)
 
 
 def load_tensors(path, device: str) -> dict[str, torch.Tensor]:
@@ -114,30 +139,34 @@ def load_tensors(path, device: str) -> dict[str, torch.Tensor]:
     return torch.load(path, map_location=device, weights_only=True, mmap=True)
 
 
-def measure_transfer(x: torch.Tensor, device: str, rows=(1, 64, 4096, None), repeats: int = 7) -> list[dict]:
-    """Host->device copy cost of the first `rows` samples of x, from pageable and pinned memory.
+TRANSFER_COLUMNS = ["host", "device", "memory", "samples", "bytes", "seconds", "gb_per_s"]
 
-    On cpu the 'copy' is a host memcpy (clone): the baseline an accelerator's copy is compared with.
-    Each figure is the median of `repeats` timed copies after one untimed warm-up copy, with the
-    device synchronised before every clock read.
+
+def measure_transfer(x: torch.Tensor, device: str, rows=(1, 64, 4096, None), repeats: int = 7) -> list[dict]:
+    """Host->device copy cost of the first `rows` samples of x, from pageable and (where the
+    device has it) pinned memory, into a destination allocated beforehand, as a training loop
+    reuses its buffers. On the cpu the copy is a host memcpy: the baseline an accelerator's copy
+    is compared with. Each figure is the median of `repeats` copies after one warm-up copy,
+    timed by the step clock (device events on cuda, a synchronisation before every clock read).
     """
+    from mnistbench.timing import StepClock, timed_epoch
+
     results = []
-    memories = ["pageable"] + (["pinned"] if devices.kind(device) == "cuda" else [])
+    memories = ["pageable"] + (["pinned"] if devices.spec(device).pinned_memory else [])
     sizes = sorted({len(x) if n is None else min(n, len(x)) for n in rows})
+    clock = StepClock(device)
+    clock.reserve(repeats + 1)
     for n in sizes:
         src = x[:n].contiguous()
+        dst = torch.empty_like(src, device=device)
         for memory in memories:
             host = src.pin_memory() if memory == "pinned" else src
-            copy = (lambda: host.clone()) if device == "cpu" else (lambda: host.to(device, non_blocking=memory == "pinned"))
-            copy()
-            devices.synchronize(device)
-            times = []
-            for _ in range(repeats):
-                devices.synchronize(device)
-                t0 = time.perf_counter()
-                copy()
-                devices.synchronize(device)
-                times.append(time.perf_counter() - t0)
+
+            def copy(_, dst=dst, host=host, pinned=memory == "pinned"):
+                dst.copy_(host, non_blocking=pinned)
+
+            copy(None)  # warm-up: first touch of the destination's pages, lazy initialisation
+            _, times = timed_epoch(copy, range(repeats), clock)
             seconds = statistics.median(times)
             nbytes = host.numel() * host.element_size()
             results.append(

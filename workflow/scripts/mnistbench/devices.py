@@ -1,22 +1,92 @@
-"""Device names, availability and synchronisation: the one place that knows cpu, cuda and mps."""
+"""The one place that knows the kinds of device (cpu, cuda, mps): names, paths, availability,
+synchronisation, and what each kind can do. Everything else asks this module.
+
+To add a kind: an entry in KINDS (and its branches in `_count`, `synchronize`, `name`), its name
+pattern in the config schema (tests/test_devices.py holds the two equal) and a test.
+"""
 
 import re
+from dataclasses import dataclass
 
 import torch
 
 from mnistbench import BenchError
 
-PATTERN = r"^(cpu|mps|cuda(:[0-9]+)?)$"
 
-# Why a device is missing, and what to do about it: the one line a user sees.
-_FIX = {
-    "cuda": "run on a machine with an NVIDIA GPU and a CUDA build of torch, or remove it from `devices`",
-    "mps": "run on Apple silicon with macOS 12.3+, or remove it from `devices`",
+@dataclass(frozen=True)
+class Kind:
+    pattern: str  # device names of this kind, as a regular expression
+    names: str  # the same, in words
+    host: bool  # the cpu itself: the baseline every accelerator is compared with
+    pinned_memory: bool  # page-locked host memory speeds up copies to it
+    events: bool  # the step clock records device events (no synchronisation per mark)
+    mark_every: int  # steps between clock marks: a mark that synchronises stalls the queue
+    profiler: str | None  # torch.profiler activity of its kernels, besides the cpu's
+    needs_gpu: bool  # a cluster job on it asks Slurm for a GPU
+    fixed_autocast: str | None  # amp's dtype where only one makes sense here, else the config's
+    fix: str  # what to do when it is absent
+
+
+KINDS = {
+    "cpu": Kind(
+        pattern="cpu",
+        names="cpu",
+        host=True,
+        pinned_memory=False,
+        events=False,
+        mark_every=1,
+        profiler=None,
+        needs_gpu=False,
+        fixed_autocast="bfloat16",
+        fix="",
+    ),
+    "cuda": Kind(
+        pattern="cuda(:[0-9]+)?",
+        names="cuda, cuda:N",
+        host=False,
+        pinned_memory=True,
+        events=True,
+        mark_every=1,
+        profiler="CUDA",
+        needs_gpu=True,
+        fixed_autocast=None,
+        fix="run on a machine with an NVIDIA GPU and a CUDA build of torch, or remove it from `devices`",
+    ),
+    "mps": Kind(
+        pattern="mps",
+        names="mps",
+        host=False,
+        pinned_memory=False,
+        events=False,
+        mark_every=16,
+        profiler=None,
+        needs_gpu=False,
+        fixed_autocast=None,
+        fix="run on Apple silicon with macOS 12.3+, or remove it from `devices`",
+    ),
 }
+HOST = "cpu"  # the device every accelerator is compared with
+# A device name, as the config schema's pattern also says; and its file-name form (slug), as the
+# Snakemake wildcard constraints use it.
+PATTERN = "^(" + "|".join(k.pattern for k in KINDS.values()) + ")$"
+SLUG_PATTERN = "|".join(k.pattern.replace("(:[0-9]+)?", r"\d*") for k in KINDS.values())
 
 
 def kind(device: str) -> str:
     return device.split(":")[0]
+
+
+def spec(device: str) -> Kind:
+    return KINDS[kind(device)]
+
+
+def is_host(device: str) -> bool:
+    return spec(device).host
+
+
+def index(device: str) -> int:
+    """The device index ('cuda:1' -> 1; a bare name is device 0)."""
+    return int(device.split(":")[1]) if ":" in device else 0
 
 
 def slug(device: str) -> str:
@@ -25,37 +95,47 @@ def slug(device: str) -> str:
 
 
 def unslug(s: str) -> str:
-    m = re.fullmatch(r"cuda(\d+)", s)
-    return f"cuda:{m.group(1)}" if m else s
+    m = re.fullmatch(r"([a-z]+)(\d+)", s)
+    return f"{m.group(1)}:{m.group(2)}" if m and m.group(1) in KINDS else s
+
+
+def host_first(devices) -> list:
+    """Devices in the order the report names them: the cpu, then the accelerators."""
+    return sorted(set(devices), key=lambda d: (d != HOST, d))
+
+
+def _count(k: str) -> int:
+    """How many devices of kind k this machine has."""
+    if k == "cpu":
+        return 1
+    if k == "cuda":
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if k == "mps":
+        return int(torch.backends.mps.is_available())
+    return 0
 
 
 def available() -> list[str]:
     """Devices this machine has, in the order the report shows them."""
-    found = ["cpu"]
-    if torch.cuda.is_available():
-        n = torch.cuda.device_count()
-        found += ["cuda"] if n == 1 else [f"cuda:{i}" for i in range(n)]
-    if torch.backends.mps.is_available():
-        found.append("mps")
+    found = []
+    for k in KINDS:
+        n = _count(k)
+        found += [k] if n == 1 else [f"{k}:{i}" for i in range(n)]
     return found
 
 
 def check(device: str) -> None:
     """Raise BenchError with one clear line if `device` is absent here."""
     if not re.match(PATTERN, device):
-        raise BenchError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps in `devices`")
-    k = kind(device)
-    if k == "cuda":
-        if not torch.cuda.is_available():
-            raise BenchError(f"CUDA not available on this host for device {device!r}: {_FIX['cuda']}")
-        index = int(device.split(":")[1]) if ":" in device else 0
-        if index >= torch.cuda.device_count():
-            raise BenchError(
-                f"device {device!r} absent: this host has {torch.cuda.device_count()} CUDA device(s); "
-                "use an index below that in `devices`"
-            )
-    elif k == "mps" and not torch.backends.mps.is_available():
-        raise BenchError(f"MPS not available on this host for device {device!r}: {_FIX['mps']}")
+        raise BenchError(f"unknown device {device!r}: use {', '.join(k.names for k in KINDS.values())} in `devices`")
+    k, n = kind(device), _count(kind(device))
+    if n == 0:
+        name = {"cuda": "CUDA", "mps": "MPS"}.get(k, k)
+        raise BenchError(f"{name} not available on this host for device {device!r}: {KINDS[k].fix}")
+    if index(device) >= n:
+        raise BenchError(
+            f"device {device!r} absent: this host has {n} {k} device(s); use an index below that in `devices`"
+        )
 
 
 def prepare(device: str) -> None:
@@ -64,7 +144,7 @@ def prepare(device: str) -> None:
     kernel loading) here, so they land in no run's timings, whichever run comes first."""
     check(device)
     if kind(device) == "cuda":
-        torch.cuda.set_device(torch.device(device).index or 0)  # older torch refuses a bare "cuda"
+        torch.cuda.set_device(index(device))  # older torch refuses a bare "cuda"
     w = torch.zeros(16, 784, device=device, requires_grad=True)
     y = torch.zeros(2, dtype=torch.long, device=device)
     torch.nn.functional.cross_entropy(torch.zeros(2, 784, device=device) @ w.t(), y).backward()
@@ -76,9 +156,7 @@ def resolve(devices) -> tuple[list[str], list[str]]:
     if devices == "auto":
         here = available()
         notices = [
-            f"devices: auto skips {k}: not available on this host"
-            for k in ("cuda", "mps")
-            if not any(kind(d) == k for d in here)
+            f"devices: auto skips {k}: not available on this host" for k in KINDS if not any(kind(d) == k for d in here)
         ]
         return here, notices
     for d in devices:
@@ -95,6 +173,17 @@ def synchronize(device: str) -> None:
         torch.mps.synchronize()
 
 
+def profiler_activities(device: str) -> list:
+    from torch.profiler import ProfilerActivity
+
+    extra = spec(device).profiler
+    return [ProfilerActivity.CPU] + ([getattr(ProfilerActivity, extra)] if extra else [])
+
+
+def autocast_dtype(device: str, configured: str) -> torch.dtype:
+    return getattr(torch, spec(device).fixed_autocast or configured)
+
+
 def name(device: str) -> str:
     """Human name of the device: GPU model, or 'Apple MPS', or the CPU model."""
     k = kind(device)
@@ -103,6 +192,12 @@ def name(device: str) -> str:
     if k == "mps":
         return "Apple MPS"
     return cpu_model()
+
+
+def runtime(device: str) -> dict:
+    """Versions of the device's runtime libraries, for the environment record."""
+    cuda = kind(device) == "cuda"
+    return {"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if cuda else None}
 
 
 def cpu_model() -> str:

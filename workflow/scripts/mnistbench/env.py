@@ -34,21 +34,24 @@ def describe(device: str, threads: int, cfg: dict) -> dict:
         torchvision = version("torchvision")  # without importing it: train jobs never need it
     except PackageNotFoundError:
         torchvision = None
-    cuda = devices.kind(device) == "cuda"
     return {
         "host": socket.gethostname(),
+        "pid": os.getpid(),  # the process that trained: repeats are trained by different ones
         "device": device,
         "device_name": devices.name(device),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torchvision": torchvision,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        **devices.runtime(device),
         "cpu_model": devices.cpu_model(),
         "cores": os.cpu_count(),
         "threads": threads,
         "platform": platform.platform(),
-        "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE", "SLURM_JOB_ID"))},
+        "env": {
+            k: os.environ[k]
+            for k in sorted(os.environ)
+            if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE", "SLURM_JOB_ID"))
+        },
         "git_commit": git_commit(),
         "config_hash": config_hash(cfg),
     }

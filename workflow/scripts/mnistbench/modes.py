@@ -1,20 +1,22 @@
-"""The mode ladder: one model, trained by implementations from the beginner's code to the optimised.
+"""The mode ladder: one model, trained by implementations from the beginner's code to the fastest.
 
-Each mode is a class with the same small interface, registered in MODES:
+Each mode is a class with the same small interface, registered in MODES, whose order is the
+ladder's order everywhere (grid, tables, legends, the ladder figure):
 
     mode = MODES[name](params, device, batch_size, loss=..., lr=...)
-    mode.setup(batch)          # one-off cost (compile, graph capture), timed apart; must not train
+    mode.setup(batch)          # one-off cost (compile, graph capture, build), timed apart; must not train
     for batch in mode.epoch(data, perm): mode.step(batch)
     mode.params()              # current parameters, named as in model.NAMES
 
 `step` does one training step and returns None; a mode that does several per call (`compiled`
-at batch size 1 on the cpu) yields that many steps' samples per item and returns the count.
+and `kernel` at small batch sizes) yields that many steps' samples per item and returns the count.
 
 `data` holds x [N, 784] float32, y [N] int64 and t [N, 10] one-hot float32 on the device (or on
 the host for `dataloader`); `perm` is the epoch's sample order. Every mode computes the true
 gradient of the mean loss over the batch, except `seed`, which reproduces the beginner's code,
-diagonal-only softmax derivative included. To add a mode: write a class here, register it, and
-add it to the equivalence test in tests/test_modes.py.
+diagonal-only softmax derivative included. To add a mode: write its class here, register it in
+MODES, describe it in the docs (README.md, config/README.md: tests/test_docs.py checks them) and
+add it to the tests in tests/test_modes.py.
 """
 
 import numpy as np
@@ -22,8 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mnistbench import kernel, model
-from mnistbench.devices import kind
+from mnistbench import devices, kernel, model
 
 
 class Unsupported(Exception):
@@ -31,7 +32,7 @@ class Unsupported(Exception):
 
 
 class Mode:
-    kinds = ("cpu", "cuda", "mps")  # device kinds on which the mode can exist at all
+    kinds = None  # device kinds on which the mode can exist at all (None: every kind)
     exact = True  # trains the float32 function; amp is the one that does not
     steps_per_call = 1  # training steps per call of step()
     host_data = False  # True: the data stays in host memory and each batch is copied (dataloader)
@@ -48,6 +49,13 @@ class Mode:
         n = len(perm) - len(perm) % self.batch_size  # whole batches only
         c = self.batch_size * self.steps_per_call
         return ((x[i : i + c], y[i : i + c], t[i : i + c]) for i in range(0, n, c))
+
+    @classmethod
+    def why_not(cls, device: str) -> str | None:
+        """Why this mode cannot exist on `device` (it is then left out of the grid), or None."""
+        if cls.kinds is not None and devices.kind(device) not in cls.kinds:
+            return f"runs only on {', '.join(cls.kinds)}"
+        return None
 
     def setup(self, batch):
         pass
@@ -238,7 +246,7 @@ class DataLoaderMode(Module):
         b = self.batch_size
         order = perm.tolist()
         batches = [order[i : i + b] for i in range(0, len(order) - b + 1, b)]
-        pin = kind(self.device) == "cuda"
+        pin = devices.spec(self.device).pinned_memory
         loader = torch.utils.data.DataLoader(ds, batch_sampler=batches, pin_memory=pin, num_workers=0)
         return ((x.to(self.device, non_blocking=pin), y.to(self.device, non_blocking=pin), None) for x, y in loader)
 
@@ -280,7 +288,7 @@ class Compiled(Mode):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         loss, lr, b = self.loss, self.lr, self.batch_size
-        one = kind(self.device) == "cpu" and b == 1
+        one = devices.is_host(self.device) and b == 1
         self.steps_per_call = self.UNROLL if one else 1
 
         def sgd_step(p, x, t):
@@ -330,17 +338,18 @@ class Amp(Module):
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
-        if kind(self.device) == "cuda":
+        self.kind = devices.kind(self.device)
+        if not devices.is_host(self.device):
             # The fused SGD reads the scaler's overflow flag on the device; with the default one
             # GradScaler.step fetches it to the host (a sync every step).
             self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr, fused=True)
-        self.dtype = torch.bfloat16 if kind(self.device) == "cpu" else getattr(torch, self.amp_dtype)
-        self.scaler = torch.amp.GradScaler(kind(self.device), enabled=self.dtype == torch.float16)
+        self.dtype = devices.autocast_dtype(self.device, self.amp_dtype)
+        self.scaler = torch.amp.GradScaler(self.kind, enabled=self.dtype == torch.float16)
 
     def step(self, batch):
         x, y, _ = batch
         self.opt.zero_grad(set_to_none=True)
-        with torch.autocast(kind(self.device), dtype=self.dtype):
+        with torch.autocast(self.kind, dtype=self.dtype):
             loss = self.criterion(self.net(x), y)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.opt)
@@ -447,9 +456,21 @@ class Kernel(Mode):
     """The whole step as one hand-written C kernel (kernel.c, built by kernel.py in setup): each
     block of samples goes through forward, backward and both W1 products while it is in cache,
     so the batch is read from memory once (library GEMMs read it twice). Threads: torch's count,
-    at most one per 256 rows (kernel.c's MIN_ROWS)."""
+    at most one per 256 rows (kernel.c's MIN_ROWS).
+
+    At small batch sizes one call runs ROWS_PER_CALL // batch consecutive steps, in order, with no
+    Python between them (a call from Python costs more than a batch-1 step's arithmetic); at batch
+    1 the kernel streams W1 once per sample, updating it for one sample while it computes the next
+    sample's first layer with the updated weights."""
 
     kinds = ("cpu",)
+    ROWS_PER_CALL = 256
+
+    @classmethod
+    def why_not(cls, device):
+        if kernel.compiler() is None:
+            return "needs a C compiler (none found: install gcc or clang, or set CC)"
+        return super().why_not(device)
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -458,6 +479,7 @@ class Kernel(Mode):
         self.p = {k: v.contiguous() for k, v in self.p.items()}
         self.w1t = self.p["w1"].t().contiguous()
         self.p["w1"] = self.w1t.t()
+        self.steps_per_call = max(1, self.ROWS_PER_CALL // self.batch_size)
 
     def setup(self, batch):
         try:
@@ -473,8 +495,108 @@ class Kernel(Mode):
         self.args = ptrs + [self.lr, self.loss != "cross_entropy", self.threads, self.work.data_ptr()]
 
     def step(self, batch):
-        x, _, t = batch  # rows of a contiguous float32 tensor (Mode.epoch)
-        self.lib.sgd_step(x.data_ptr(), t.data_ptr(), x.shape[0], *self.args)
+        x, _, t = batch  # rows of a contiguous float32 tensor (Mode.epoch): whole batches, in order
+        n = x.shape[0] // self.batch_size
+        self.lib.sgd_steps(x.data_ptr(), t.data_ptr(), n, self.batch_size, *self.args)
+        return n
+
+
+class Persistent(Mode):
+    """Triton kernels without per-step launch cost (persistent.py). At small batch sizes one
+    launch of one program runs STEPS_PER_CALL consecutive steps of the epoch with the weights in
+    registers; at large ones the fused step (each batch read once, the gradients of all blocks
+    summed on the GPU) is replayed as one CUDA graph. Up to LARGEST_LOOPED rows per step, setup
+    times both on copies of the weights and keeps the faster."""
+
+    kinds = ("cuda",)
+    STEPS_PER_CALL = 256
+    LARGEST_LOOPED = 32  # the looped kernel takes a step's rows one after another
+    TRIAL_STEPS = 64  # steps of each path timed in setup to choose between them
+
+    @classmethod
+    def why_not(cls, device):
+        reason = super().why_not(device)
+        if reason:
+            return reason
+        from mnistbench import persistent
+
+        ok, why = persistent.available()
+        return None if ok else f"needs Triton ({why})"
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        from mnistbench import persistent
+
+        self.pk = persistent
+        self.p = persistent.params(self.p)
+        self.mse = self.loss != "cross_entropy"
+        self.looped = self.batch_size <= self.LARGEST_LOOPED
+        self.steps_per_call = self.STEPS_PER_CALL if self.looped else 1
+
+    def setup(self, batch):
+        x, _, t = batch
+        b = self.batch_size
+        try:
+            self._capture(x[:b], t[:b])
+            if self.looped:
+                looped, fused = self._time_looped(x, t), self._time_fused()
+                self.looped = looped <= fused
+                self.choice = f"looped {looped * 1e6:.2f} us/step, fused graph {fused * 1e6:.2f} us/step"
+                self.steps_per_call = self.STEPS_PER_CALL if self.looped else 1
+        except Exception as e:  # a Triton compile or launch failure: this rung cannot run here
+            raise Unsupported(f"persistent: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from e
+
+    def _capture(self, x, t):
+        """Compile the fused step and capture it as a CUDA graph on the real weights (the graph
+        holds their addresses), then put the weights back: setup must not train."""
+        saved = {k: v.clone() for k, v in self.p.items()}
+        self.sx, self.st, self.buf = x.clone(), t.clone(), self.pk.grad_buffer(self.device)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                self.pk.fused_step(self.p, self.sx, self.st, self.lr, self.mse, self.buf)
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.pk.fused_step(self.p, self.sx, self.st, self.lr, self.mse, self.buf)
+        for k, v in self.p.items():
+            v.copy_(saved[k])
+
+    def _time(self, run, n) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        run()  # compiles on first use
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / n
+
+    def _time_looped(self, x, t) -> float:
+        copy = self.pk.params(self.p)  # so that timing does not train
+        n = min(self.TRIAL_STEPS, x.shape[0] // self.batch_size)
+        rows = n * self.batch_size
+        return self._time(lambda: self.pk.steps(copy, x[:rows], t[:rows], self.batch_size, self.lr, self.mse), n)
+
+    def _time_fused(self) -> float:
+        saved = {k: v.clone() for k, v in self.p.items()}
+
+        def replay():
+            for _ in range(self.TRIAL_STEPS):
+                self.graph.replay()
+
+        seconds = self._time(replay, self.TRIAL_STEPS)
+        for k, v in self.p.items():
+            v.copy_(saved[k])
+        return seconds
+
+    def step(self, batch):
+        x, _, t = batch
+        if self.looped:
+            return self.pk.steps(self.p, x, t, self.batch_size, self.lr, self.mse)
+        self.sx.copy_(x)
+        self.st.copy_(t)
+        self.graph.replay()
 
 
 MODES = {
@@ -488,13 +610,15 @@ MODES = {
     "cudagraph": CudaGraph,
     "numpy": Numpy,
     "kernel": Kernel,
+    "persistent": Persistent,
 }
 
 
+def why_not(mode: str, device: str) -> str | None:
+    """Why this device x mode pair cannot exist here (it is left out of the grid), or None."""
+    reason = MODES[mode].why_not(device)
+    return f"{mode} {reason}" if reason else None
+
+
 def exists(mode: str, device: str) -> bool:
-    """Whether this device x mode pair can exist at all (else it is left out of the grid)."""
-    return kind(device) in MODES[mode].kinds
-
-
-def why_left_out(mode: str, device: str) -> str:
-    return f"{mode} runs only on {', '.join(MODES[mode].kinds)}"
+    return why_not(mode, device) is None

@@ -13,7 +13,8 @@ How a step is split, as far as the code allows it honestly:
   zero_grad ranges + everything after the backward pass (SGD update, GradScaler).
 - with a hand-written `backward` method (manual, numpy): forward+backward = that method,
   optimizer = the rest of the step (the in-place SGD update).
-- seed, compiled, kernel, cudagraph: one inseparable block ("whole step").
+- every other mode (the beginner's code, and the rungs that fuse the step into one compiled,
+  captured or hand-written kernel): one inseparable block ("whole step").
 - device wait: the synchronisation after the step, i.e. queued device work the cpu did not wait
   for while issuing it (zero on cpu).
 Times are cpu-side wall clock of each range; on cuda that is the time to issue the work, and what
@@ -21,19 +22,17 @@ the device still had to do shows up as device wait.
 """
 
 import os
-import socket
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 from torch.autograd.profiler import record_function
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import profile
 
-from mnistbench import devices, model
+from mnistbench import devices, runner
 from mnistbench.data import load_tensors
 from mnistbench.modes import MODES, Unsupported, exists
-from mnistbench.train import failure
 
 PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]
 COLUMNS = (
@@ -42,18 +41,23 @@ COLUMNS = (
     + [f"{p}_us" for p in PHASES]
     + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels", "threads", "torch_version"]
 )
-PER_STEP = ["step_us_plain", "step_us_profiled"] + [f"{p}_us" for p in PHASES] + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels"]
+PER_STEP = (
+    ["step_us_plain", "step_us_profiled"]
+    + [f"{p}_us" for p in PHASES]
+    + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels"]
+)
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
 
 
 def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=5, log=print) -> list[dict]:
     """One row per mode x batch size that can exist on `device`."""
+    if not devices.spec(device).profiler:
+        # Kineto probes for GPUs even when only the cpu is profiled and prints an error line
+        # where there is none; nothing it reports at this level concerns a cpu-only profile.
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     devices.prepare(device)
-    threads = cfg["cpu_threads"] or os.cpu_count()
-    torch.set_num_threads(threads)
+    threads = runner.use_threads(cfg)
     tensors = load_tensors(data_path, "cpu")
-    base = dict(host=socket.gethostname(), device=device, device_name=devices.name(device), threads=threads,
-                torch_version=torch.__version__)  # fmt: skip
     with profile():  # the first profiler session of a process pays for its own start-up; not a step
         torch.ones(1).add_(1)
     rows = []
@@ -61,15 +65,17 @@ def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=
         if not exists(mode, device):
             continue
         for b in sorted(set(batch_sizes)):
-            row = dict({c: "" for c in COLUMNS}, **base, mode=mode, batch_size=b, steps=steps)
+            row = dict({c: "" for c in COLUMNS}, **runner.base_row(device, mode, b, threads), steps=steps)
             try:
                 row.update(profile_one(cfg, tensors, device, mode, b, steps, warmup), status="ok")
             except (Unsupported, RuntimeError) as e:  # as in a train run
-                status, message = failure(e, b)
+                status, message = runner.failure(e, b)
                 row.update(status=status, message=message)
-            log(f"{device} {mode} bs{b}: {row['status']} {row['message']} "
+            log(
+                f"{device} {mode} bs{b}: {row['status']} {row['message']} "
                 f"{row['step_us_plain'] and round(row['step_us_plain'])} us/step plain, "
-                f"{row['step_us_profiled'] and round(row['step_us_profiled'])} profiled")  # fmt: skip
+                f"{row['step_us_profiled'] and round(row['step_us_profiled'])} profiled"
+            )
             rows.append(row)
     return rows
 
@@ -84,16 +90,13 @@ def batches_for(tensors, device, mode, b, n_batches):
 
 
 def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
-    m = cfg["model"]
-    params = model.init_params(m["init"], cfg["seed"])
-    trainer = MODES[mode](params, device, b, loss=m["loss"], lr=m["lr"], amp_dtype=m["amp_dtype"])
+    trainer = runner.build(cfg, mode, device, b)
+    first, order = batches_for(tensors, device, mode, b, trainer.steps_per_call)
+    runner.setup(trainer, next(iter(trainer.epoch(first, order))), device)  # outside everything measured
     k = trainer.steps_per_call  # an item of the epoch (one step() call) may hold several steps
-    data, perm = batches_for(tensors, device, mode, b, (1 + warmup + 2 * steps) * k)
+    data, perm = batches_for(tensors, device, mode, b, (warmup + 2 * steps) * k)
     batches = iter(trainer.epoch(data, perm))
-    trainer.setup(next(batches))  # compile / capture outside everything measured
-    for _ in range(warmup):
-        trainer.step(next(batches))
-    devices.synchronize(device)
+    runner.warm_up(trainer, batches, warmup)
 
     # The same kind of steps without the profiler: what the profiler's own cost is measured against.
     plain = []
@@ -115,17 +118,17 @@ def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
 
         trainer.backward = backward
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if devices.kind(device) == "cuda" else [])
-    with profile(activities=activities) as prof:
+    host = devices.is_host(device)
+    with profile(activities=devices.profiler_activities(device)) as prof:
         for _ in range(steps):
             with record_function("mnistbench::batch"):
                 batch = next(batches)
             with record_function("mnistbench::step"):
                 trainer.step(batch)
-            if devices.kind(device) != "cpu":  # on cpu there is nothing to wait for
+            if not host:  # on the cpu there is nothing to wait for
                 with record_function("mnistbench::wait"):
                     devices.synchronize(device)
-    out = split_steps(prof.events(), steps, cuda=devices.kind(device) == "cuda")
+    out = split_steps(prof.events(), steps, kernels_launched=devices.spec(device).profiler is not None)
     out["step_us_plain"] = statistics.median(plain) * 1e6
     # Per training step, not per call.
     return {key: v / k if key in PER_STEP else v for key, v in out.items()}
@@ -147,10 +150,10 @@ def _is_top_aten(e) -> bool:
     return True
 
 
-def split_steps(events, steps, cuda=False) -> dict:
+def split_steps(events, steps, kernels_launched=False) -> dict:
     """Per-phase medians (µs) over the profiled steps, and per-step op / launch counts."""
     cpu = [e for e in events if str(getattr(e, "device_type", "")).endswith("CPU")]
-    by_name = lambda name: sorted((_span(e) for e in cpu if e.name == name))  # noqa: E731
+    by_name = lambda name: sorted(_span(e) for e in cpu if e.name == name)  # noqa: E731
     step_r, batch_r, wait_r = by_name("mnistbench::step"), by_name("mnistbench::batch"), by_name("mnistbench::wait")
     fb_r = by_name("mnistbench::fwd_bwd")
     bwd_r = sorted(_span(e) for e in cpu if e.name.startswith("autograd::engine::evaluate_function"))
@@ -190,7 +193,9 @@ def split_steps(events, steps, cuda=False) -> dict:
     # Counts: ops the code dispatched inside the step and inside the batch fetch; every aten call
     # including the nested ones; kernel launches (cuda runtime calls) and kernels run on the device.
     def count(pred, ranges):
-        return sum(1 for e in cpu if pred(e) and any(lo <= e.time_range.start and e.time_range.end <= hi for lo, hi in ranges))
+        return sum(
+            1 for e in cpu if pred(e) and any(lo <= e.time_range.start and e.time_range.end <= hi for lo, hi in ranges)
+        )
 
     out["ops_step"] = count(_is_top_aten, step_r) / steps
     out["ops_batch"] = count(_is_top_aten, batch_r) / steps
@@ -204,6 +209,7 @@ def split_steps(events, steps, cuda=False) -> dict:
         and not getattr(e, "is_user_annotation", False)  # our record_function ranges, mirrored on the GPU
         and not e.name.lower().startswith(("memcpy", "memset"))
     )
-    out["launches"] = launches / steps if cuda else float("nan")  # nothing to launch on cpu; mps: not recorded
-    out["kernels"] = kernels / steps if cuda else float("nan")
+    # Nothing is launched on the cpu; the profiler records no launches on mps.
+    out["launches"] = launches / steps if kernels_launched else float("nan")
+    out["kernels"] = kernels / steps if kernels_launched else float("nan")
     return out

@@ -1,38 +1,70 @@
-"""The outputs of a train run: one CSV row and one JSON record, written atomically.
+"""The outputs of a train run: one CSV row and one JSON record.
 
 Standard library only, so a Snakemake job can write them without importing torch.
 """
 
-import csv
-import json
-import os
-from pathlib import Path
+from mnistbench import files
 
 COLUMNS = [
-    "host", "device", "device_name", "mode", "batch_size", "repeat", "status", "message",
-    "epochs", "train_samples", "steps", "warmup_steps", "timed_steps",
-    "step_time_median_s", "step_time_q1_s", "step_time_q3_s", "samples_per_s",
-    "setup_s", "first_epoch_s", "steady_epoch_s", "total_train_s",
-    "final_loss", "test_loss", "test_accuracy", "time_to_target_s",
-    "loss", "init", "lr", "seed", "threads", "torch_version",
-]  # fmt: skip
+    # what ran
+    "host",
+    "device",
+    "device_name",
+    "mode",
+    "batch_size",
+    "repeat",
+    # how it went: status (ok, diverged, oom, unsupported, error) and the timing's quality
+    # (ok, noisy, few_steps), each with its reason; attempts = timings made (retimes + 1)
+    "status",
+    "message",
+    "quality",
+    "quality_note",
+    "attempts",
+    "epochs",
+    "train_samples",
+    "steps",
+    "warmup_steps",
+    "timed_steps",
+    "steps_per_call",
+    # steady-state step time over the timed steps, and one-off and whole-epoch times
+    "step_time_median_s",
+    "step_time_q1_s",
+    "step_time_q3_s",
+    "step_spread",
+    "samples_per_s",
+    "setup_s",
+    "first_epoch_s",
+    "steady_epoch_s",
+    "total_train_s",
+    # what it learned
+    "initial_loss",
+    "final_loss",
+    "test_loss",
+    "test_accuracy",
+    "time_to_target_s",
+    # what else the machine did while the kept timing ran
+    "other_cores",
+    "own_cpu_share",
+    "gpu_others",
+    "load_avg_start",
+    "load_avg_end",
+    "start_utc",
+    "end_utc",
+    # the settings and code that produced it
+    "loss",
+    "init",
+    "lr",
+    "seed",
+    "threads",
+    "torch_version",
+    "settings",
+    "code",
+]
 
 
-def write_rows(path, columns, rows) -> None:
-    """A CSV file written to a temporary name, then renamed: an interrupted job leaves no
-    half-written output."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
-
-
-def write_outputs(row, record, csv_path, json_path=None):
-    """A train run's row and record, each written to a temporary file, then renamed."""
+def write_outputs(row, record, csv_path, json_path=None) -> None:
+    """A train run's row and record, each written atomically (record first: the row is the
+    Snakemake output whose presence says the run finished)."""
     if json_path:
-        jtmp = Path(str(json_path) + ".tmp")
-        jtmp.write_text(json.dumps(record, default=str))
-        os.replace(jtmp, json_path)
-    write_rows(csv_path, COLUMNS, [row])
+        files.write_json(json_path, record)
+    files.write_rows(csv_path, COLUMNS, [row])

@@ -26,15 +26,15 @@ class StepClock:
 
     def __init__(self, device: str, chunk: int | None = None):
         self.device = device
-        self.cuda = devices.kind(device) == "cuda"
-        self.chunk = chunk or (16 if devices.kind(device) == "mps" else 1)
+        self.use_events = devices.spec(device).events  # marks are device events, read after one sync
+        self.chunk = chunk or devices.spec(device).mark_every
         self.events = []  # cuda events, made by reserve() (or the first epoch), reused by every epoch
         self.reset()
 
     def reserve(self, marks: int):
         """On cuda: create (and record once) the events of an epoch's marks before any timed loop,
         so the first epoch's steps do not pay for creating them."""
-        if self.cuda:
+        if self.use_events:
             while len(self.events) < marks:
                 self.events.append(torch.cuda.Event(enable_timing=True))
                 self.events[-1].record()
@@ -59,7 +59,7 @@ class StepClock:
             self._record()
 
     def _record(self):
-        if self.cuda:
+        if self.use_events:
             if len(self.marks) == len(self.events):  # only if reserve() was not told enough
                 self.events.append(torch.cuda.Event(enable_timing=True))
             e = self.events[len(self.marks)]
@@ -73,11 +73,11 @@ class StepClock:
         """Seconds per step, one value per training step (a chunk's steps share its time equally),
         so warm-up steps are dropped by index and medians weigh every step once. Synchronises
         once on cuda."""
-        if self.cuda and self.marks:
+        if self.use_events and self.marks:
             self.marks[-1][1].synchronize()
         out = []
         for (n0, a), (n1, b) in zip(self.marks, self.marks[1:]):
-            dt = a.elapsed_time(b) / 1e3 if self.cuda else b - a
+            dt = a.elapsed_time(b) / 1e3 if self.use_events else b - a
             out += [dt / (n1 - n0)] * (n1 - n0)
         return out
 

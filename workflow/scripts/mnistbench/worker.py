@@ -1,17 +1,27 @@
 """A warm training process, so local train jobs do not each pay for starting Python and torch.
 
-Each local `train` job is a short client (standard library only): it asks the worker to train
-its combination and writes the returned row and record itself. The worker imports torch once,
-serves one request at a time (so timed runs never overlap, even across Snakemake invocations),
-resets torch.compile's in-memory state before each run (each run compiles; inductor's disk cache
-stays, as for a user's second run) and exits after `IDLE_S` seconds without work, when its code
-changed, or after a CUDA error (which can leave the process's CUDA context broken for good). If the client is killed, nothing
-is written: the outputs come only from the client.
+Each local `train` job is a short client (standard library only): it asks a worker to train its
+combination and writes the returned row and record itself. A worker imports torch once, serves
+one request at a time, resets torch.compile's in-memory state before each run (each run
+compiles; inductor's disk cache stays, as for a user's second run) and exits after `IDLE_S`
+seconds without work, when its code changed, or after a CUDA error (which can leave the
+process's CUDA context broken for good).
+
+- Repeats are independent measurements: each repeat index has its own worker process, so the
+  spread between repeats includes what differs between processes (memory layout, allocator,
+  thread pool), as a fresh process per run would.
+- A run dies with its job: while it trains, the worker watches the client's connection, and when
+  the client goes (Ctrl-C, a killed job) it stops at once; nothing is written, since the outputs
+  come only from the client.
+- What a run prints (the mode's own output included) goes to the job's log.
+- Timed runs on one machine never overlap, also across Snakemake invocations and with
+  warm_worker off: each takes `timed_slot()` (a lock file) while it runs.
 
 On a cluster each job trains in its own process instead (a remote job's config has warm_worker
 off: workflow/rules/common.smk).
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,22 +29,65 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 from mnistbench import BenchError
 
 IDLE_S = 30
-SOCKET = "results/.trainer.sock"  # relative to the workflow's working directory
+SOCKETS = "results/.trainer-r{repeat}.sock"  # relative to the workflow's working directory
 PACKAGE = Path(__file__).resolve().parent
+
+
+def socket_for(repeat: int) -> str:
+    return SOCKETS.format(repeat=repeat)
+
+
+def worker_log(sock_path: str) -> str:
+    """Where a worker writes what it prints between runs: logs/, beside the rules' logs."""
+    os.makedirs("logs", exist_ok=True)
+    return os.path.join("logs", Path(sock_path).name.lstrip(".").removesuffix(".sock") + ".log")
 
 
 def fingerprint() -> str:
     """Changes whenever a source file of the package changes: a stale worker must not serve."""
     h = hashlib.sha256()
-    for f in sorted(PACKAGE.glob("*.py")):
+    for f in sorted(f for f in PACKAGE.iterdir() if f.suffix in (".py", ".c")):
         h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def timed_slot(log=print):
+    """Hold this machine's slot for timed runs (an exclusive lock on a file of this user in the
+    temp dir) for the duration of one run; wait while another process holds it. Inside a Slurm
+    job the scheduler places jobs, so there it is a no-op."""
+    try:
+        import fcntl
+    except ImportError:  # not on a POSIX system: the Snakemake resource limit still holds
+        yield
+        return
+    if os.environ.get("SLURM_JOB_ID"):
+        yield
+        return
+    path = Path(tempfile.gettempdir()) / f"mnistbench-timed-{os.getuid()}.lock"
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            log(f"waiting: another timed run holds this machine ({f.read().strip() or 'unknown process'})")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} in {os.getcwd()}")
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _send(conn, obj) -> None:
@@ -64,14 +117,23 @@ def train(request: dict, sock_path: str) -> tuple[dict, dict]:
         conn = _connect(sock_path)
         with conn:
             _send(conn, request)
-            reply = _recv(conn)
-        if reply.get("stale"):  # it was serving older code and has now exited
-            time.sleep(0.2)
-            continue
+            pid = "?"
+            try:
+                ack = _recv(conn)
+                if ack.get("stale"):  # it was serving older code and has now exited
+                    time.sleep(0.2)
+                    continue
+                pid = ack["pid"]
+                reply = _recv(conn)
+            except (ConnectionError, OSError) as e:
+                raise BenchError(
+                    f"the training worker (pid {pid}) ended before the run finished ({e}); see the job's log "
+                    f"and rerun the job, or set warm_worker: false to train in the job's own process"
+                ) from None
         if "error" in reply:
             raise BenchError(reply["error"])
         return reply["row"], reply["record"]
-    raise RuntimeError("the training worker kept reporting stale code")
+    raise BenchError("the training worker kept reporting stale code; rerun the job")
 
 
 def _connect(sock_path: str, timeout_s: float = 120.0):
@@ -87,15 +149,19 @@ def _connect(sock_path: str, timeout_s: float = 120.0):
         if not started:
             if os.path.exists(sock_path):
                 os.unlink(sock_path)  # left by a worker that died
-            subprocess.Popen(
-                [sys.executable, "-m", "mnistbench.worker", sock_path],
-                env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")])),
-                start_new_session=True,  # outlives this job, not killed with it
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+            path = os.pathsep.join([str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")])
+            with open(worker_log(sock_path), "a") as out:  # the worker's own output between runs
+                subprocess.Popen(
+                    [sys.executable, "-m", "mnistbench.worker", sock_path],
+                    env=dict(os.environ, PYTHONPATH=path),
+                    start_new_session=True,  # outlives this job; it watches its clients instead
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
             started = True
         if time.monotonic() > deadline:
-            raise RuntimeError(f"no training worker answered on {sock_path}")
+            raise BenchError(f"no training worker answered on {sock_path}; see {worker_log(sock_path)}")
         time.sleep(0.05)
 
 
@@ -115,7 +181,7 @@ def serve(sock_path: str) -> None:
         while True:
             try:
                 conn, _ = server.accept()
-            except socket.timeout:
+            except TimeoutError:
                 return
             with conn:
                 try:
@@ -125,16 +191,40 @@ def serve(sock_path: str) -> None:
                 if req.pop("fingerprint") != mine:
                     _send(conn, {"stale": True})
                     return
+                _send(conn, {"pid": os.getpid()})
+                watch = _watch(conn, req.get("log_path"))
                 reply = _run(req, trainer, torch)
+                watch.set()
                 try:
                     _send(conn, reply)
-                except OSError:  # the job was killed meanwhile: its outputs are simply not written
+                except OSError:  # the job went meanwhile: its outputs are simply not written
                     pass
                 if poisoned(reply):
                     return
     finally:
         server.close()
         _unlink_if_mine(sock_path)
+
+
+def _watch(conn, log_path) -> threading.Event:
+    """Stop this process if the client goes while its run trains. The thread sleeps in recv (the
+    client sends nothing more), so it costs the timed loop nothing. Returns the event that marks
+    the run's end; after it, the client closing is expected."""
+    done = threading.Event()
+
+    def wait():
+        try:
+            gone = conn.recv(1) == b""
+        except OSError:
+            gone = True
+        if gone and not done.is_set():
+            if log_path:
+                with open(log_path, "a") as f:
+                    print("cancelled: the job ended while its run trained; the worker stops the run", file=f)
+            os._exit(1)
+
+    threading.Thread(target=wait, daemon=True).start()
+    return done
 
 
 def poisoned(reply: dict) -> bool:
@@ -156,12 +246,33 @@ def _unlink_if_mine(sock_path: str) -> None:
             pass
 
 
+@contextlib.contextmanager
+def _output_to(path):
+    """Send this process's stdout and stderr (file descriptors, so C code's output too) to `path`
+    for the duration of a run."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "a", buffering=1) as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield f
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
 def _run(req: dict, trainer, torch) -> dict:
     # Every run compiles again (in-memory state cleared). Inductor's disk cache stays, so after
     # the first run of a graph `setup_s` is a warm-cache compile, as a user's second run is.
     torch.compiler.reset()
-    log_path = req.pop("log_path", None)  # the rest are train.train's arguments
-    with open(log_path, "a", buffering=1) if log_path else open(os.devnull, "w") as f:
+    log_path = req.pop("log_path", None) or os.devnull  # the rest are train.train's arguments
+    with _output_to(log_path) as f, timed_slot(log=lambda msg: print(msg, file=f)):
         try:
             row, record = trainer.train(**req, log=lambda msg: print(msg, file=f))
             return {"row": row, "record": record}

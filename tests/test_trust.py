@@ -1,0 +1,345 @@
+"""Results always match the config and the code that produced them, and bad input stops the run
+with one clear line: real Snakemake runs (and dry runs) on the tiny data served over loopback."""
+
+import gzip
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import copy_repo, jobs, snakemake, tiny_config
+from mnistbench import BenchError, aggregate, data, records, synthetic, train
+
+pytestmark = pytest.mark.slow
+
+
+def config_lines(proc) -> list:
+    return [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("config key `")]
+
+
+@pytest.fixture(scope="module")
+def finished(mirror, tmp_path_factory):
+    """A finished run of the test data, from a copy of the workflow (tests edit its code)."""
+    url, md5 = mirror
+    repo = copy_repo(tmp_path_factory.mktemp("repo"))
+    wd = tmp_path_factory.mktemp("finished")
+    cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual", "module"], batch_sizes=[8, 64])
+    proc = snakemake(wd, cfg, repo=repo)
+    return repo, wd, cfg, proc
+
+
+# --- 1: every setting and the training code are rerun triggers ----------------------------------
+
+
+def test_nothing_changed_nothing_reruns(finished):
+    repo, wd, cfg, _ = finished
+    assert jobs(snakemake(wd, cfg, "-n", repo=repo)) == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ["epochs=3"],
+        ["model={lr: 0.25}"],
+        ["train_samples=256"],
+        ["seed=5"],
+        ["warmup_steps=1"],
+        ["retime=0"],
+        ["quality={min_timed_steps: 3}"],
+    ],
+)
+def test_a_changed_setting_retimes_every_run(finished, change):
+    repo, wd, cfg, _ = finished
+    planned = jobs(snakemake(wd, cfg, "-n", "--config", *change, repo=repo))
+    assert planned.count("train") == 4 and planned.count("profile") == 1, planned
+    assert "aggregate" in planned and "figures" in planned
+
+
+def test_a_new_batch_size_trains_only_its_runs(finished):
+    repo, wd, cfg, _ = finished
+    planned = jobs(snakemake(wd, cfg, "-n", "--config", "batch_sizes=[8,64,16]", repo=repo))
+    assert planned.count("train") == 2  # manual and module at 16; 8 and 64 stay
+
+
+def test_an_edit_of_the_training_code_retimes_and_an_edit_of_the_figures_does_not(finished, tmp_path):
+    repo, wd, cfg, _ = finished
+    code = repo / "workflow/scripts/mnistbench/modes.py"
+    before = code.read_text()
+    try:
+        code.write_text(before + "\n# an edit\n")
+        assert jobs(snakemake(wd, cfg, "-n", repo=repo)).count("train") == 4
+        c = repo / "workflow/scripts/mnistbench/kernel.c"
+        code.write_text(before)
+        c_before = c.read_text()
+        c.write_text(c_before + "\n/* an edit */\n")
+        assert jobs(snakemake(wd, cfg, "-n", repo=repo)).count("train") == 4
+        c.write_text(c_before)
+    finally:
+        code.write_text(before)
+    assert jobs(snakemake(wd, cfg, "-n", repo=repo)) == []
+
+
+def test_runs_of_different_settings_are_never_summarised_together(finished, tmp_path):
+    """Growing the grid while changing a setting, with Snakemake told to look only at file times
+    (so the old runs stay) and to aggregate again: aggregate refuses, naming the key and the runs."""
+    repo, done, cfg, _ = finished
+    wd = tmp_path / "wd"
+    shutil.copytree(done, wd)
+    proc = snakemake(
+        wd,
+        cfg,
+        "--config",
+        "epochs=3",
+        "batch_sizes=[8,64,16]",
+        "--rerun-triggers",
+        "mtime",
+        "--forcerun",
+        "aggregate",
+        repo=repo,
+        check=False,
+    )
+    assert proc.returncode != 0
+    (line,) = sorted({ln for ln in proc.stderr.splitlines() if ln.startswith("error: runs made with different")})
+    assert "`epochs` differs" in line and "has 2" in line and "has 3" in line
+    summary = wd / "results/summary/runs.csv"  # never a summary of both
+    assert not summary.exists() or set(pd.read_csv(summary).epochs) == {cfg["epochs"]}
+
+
+def test_each_run_records_its_settings_and_code(finished):
+    _, wd, cfg, _ = finished
+    runs = pd.read_csv(wd / "results/summary/runs.csv")
+    settings = [json.loads(s) for s in runs.settings]
+    assert all(s["epochs"] == cfg["epochs"] and s["model.lr"] == 0.5 for s in settings)
+    assert runs.code.nunique() == 1 and len(runs.code.iloc[0]) == 16
+
+
+def test_check_settings_names_the_key_and_allows_grid_axes():
+    base = pd.DataFrame(
+        [
+            dict(
+                host="a",
+                mode="manual",
+                device="cpu",
+                batch_size=8,
+                settings=json.dumps({"epochs": 2, "cpu_threads": 0}),
+                code="x",
+            ),
+            dict(
+                host="a",
+                mode="module",
+                device="cpu",
+                batch_size=64,
+                settings=json.dumps({"epochs": 2, "cpu_threads": 0}),
+                code="x",
+            ),
+            dict(
+                host="b",
+                mode="module",
+                device="cuda",
+                batch_size=64,
+                settings=json.dumps({"epochs": 2, "cpu_threads": 8}),
+                code="y",
+            ),
+        ]
+    )
+    notes = aggregate.check_settings(base)  # grid axes and a host's own thread count may differ
+    assert notes and "different versions of the training code" in notes[0]
+    bad = base.copy()
+    bad.loc[1, "settings"] = json.dumps({"epochs": 3, "cpu_threads": 0})
+    with pytest.raises(BenchError, match="`epochs` differs"):
+        aggregate.check_settings(bad)
+    bad = base.copy()
+    bad.loc[1, "code"] = "z"
+    with pytest.raises(BenchError, match="host a were made by different code"):
+        aggregate.check_settings(bad)
+
+
+# --- 2: indexed GPUs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("devices", [["cuda:1"], ["cuda:0", "cuda:1"]])
+def test_indexed_gpus_reach_every_path_by_their_slug(mirror, tmp_path, devices):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5, devices=devices, modes=["manual", "cudagraph"]), "-n")
+    out = proc.stdout + proc.stderr
+    for d in devices:
+        slug = d.replace(":", "")
+        assert f"results/profile/{slug}.csv" in out and f"results/runs/{slug}/cudagraph/bs64/r0.csv" in out
+    assert "results/runs/cuda:" not in out and "results/profile/cuda:" not in out
+    assert "MissingInputException" not in out
+
+
+# --- 3: merge_runs is checked -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["missing", "columns", "empty", "binary", "types"])
+def test_a_bad_merge_file_stops_the_run_with_one_line(mirror, tmp_path, what):
+    url, md5 = mirror
+    f = tmp_path / "other" / "runs.csv"
+    f.parent.mkdir()
+    good = pd.DataFrame([{c: 1 for c in records.COLUMNS}])
+    if what == "columns":
+        good.drop(columns=["samples_per_s", "quality"]).to_csv(f, index=False)
+    elif what == "empty":
+        f.write_text("")
+    elif what == "binary":
+        f.write_bytes(bytes(range(256)) * 4)
+    elif what == "types":
+        good.assign(batch_size="sixty-four").to_csv(f, index=False)
+    proc = snakemake(tmp_path / "wd", tiny_config(url, md5, merge_runs=[str(f)]), "-n", check=False)
+    assert proc.returncode != 0
+    (line,) = config_lines(proc)
+    assert "merge_runs" in line and str(f) in line and "Traceback" not in proc.stderr
+    hint = {
+        "missing": "no such file",
+        "columns": "missing columns: quality",
+        "empty": "not a CSV",
+        "binary": "not a CSV",
+        "types": "batch_size",
+    }[what]
+    assert hint in line
+    assert not (tmp_path / "wd" / "results").exists()
+
+
+# --- 5: a blown-up run is not ok ------------------------------------------------------------------
+
+
+def test_a_blown_up_run_is_diverged_and_left_out(tmp_path):
+    md5 = synthetic.write(tmp_path / "m", n_train=128, n_test=32)
+    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    cfg = dict(train.DEFAULTS, train_samples=128, test_samples=32, warmup_steps=1, epochs=1, retime=0)
+    cfg["model"] = dict(cfg["model"], lr=1e6)
+    row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "module", 8, 0, log=lambda m: None)
+    assert row["status"] == "diverged" and "lower model.lr" in row["message"], row["message"]
+    assert row["final_loss"] > 10 * row["initial_loss"]
+    from mnistbench import analysis
+
+    runs = pd.DataFrame([row])
+    assert analysis.medians(runs).empty and len(analysis.excluded(runs)) == 1
+
+
+# --- 6: ordinary ways to write a boolean or a number -----------------------------------------------
+
+
+@pytest.mark.parametrize("args", [["warm_worker=false"], ["warm_worker=No"], ["model={lr: 1e-3}"], ["retime=1"]])
+def test_command_line_values_are_typed(mirror, tmp_path, args):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5), "-n", "--config", *args)
+    assert "train" in jobs(proc)
+
+
+def test_yaml_numbers_in_e_notation_are_numbers(mirror, tmp_path):
+    url, md5 = mirror
+    (tmp_path / "extra.yaml").write_text("model:\n  lr: 1e-3\nquality:\n  max_other_cpu: 5e-1\n")
+    assert yaml.safe_load((tmp_path / "extra.yaml").read_text())["model"]["lr"] == "1e-3"  # YAML 1.1 says string
+    proc = snakemake(tmp_path, tiny_config(url, md5), "-n", "--configfile", str(tmp_path / "extra.yaml"))
+    assert "train" in jobs(proc)
+    bad = snakemake(tmp_path, tiny_config(url, md5), "-n", "--config", "warm_worker=maybe", check=False)
+    (line,) = config_lines(bad)
+    assert "warm_worker" in line
+
+
+# --- 7: a truncated archive with the right md5 ------------------------------------------------------
+
+
+def test_a_truncated_archive_is_refused_and_the_next_mirror_tried(tmp_path):
+    good = tmp_path / "good"
+    md5 = synthetic.write(good, n_train=50, n_test=20)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in data.FILES:
+        (broken / name).write_bytes((good / name).read_bytes())
+    name = "train-images-idx3-ubyte.gz"
+    blob = (good / name).read_bytes()
+    (broken / name).write_bytes(blob[: len(blob) // 2])
+    import hashlib
+
+    md5[name] = hashlib.md5((broken / name).read_bytes()).hexdigest()  # the mirror's md5 matches its broken file
+    mirrors = [f"file://{broken}/", f"file://{good}/"]
+    with pytest.raises(BenchError) as e:
+        data.download(tmp_path / "d", mirrors, md5, log=lambda m: None)
+    line = str(e.value)
+    assert "\n" not in line and name in line and "corrupt archive" in line and f"file://{broken}/" in line
+    assert f"file://{good}/{name} (md5" in line  # the next mirror was tried (its file is the real one)
+    raw = tmp_path / "d/MNIST/raw"
+    assert not any(p.name.startswith("train-images") for p in raw.rglob("*"))
+
+
+def test_a_wrong_idx_size_is_refused(tmp_path):
+    good = tmp_path / "good"
+    md5 = synthetic.write(good, n_train=50, n_test=20)
+    name = "t10k-labels-idx1-ubyte.gz"
+    raw = gzip.decompress((good / name).read_bytes())
+    (good / name).write_bytes(gzip.compress(raw[:-3], mtime=0))
+    import hashlib
+
+    md5[name] = hashlib.md5((good / name).read_bytes()).hexdigest()
+    with pytest.raises(BenchError, match="header announces"):
+        data.download(tmp_path / "d", [f"file://{good}/"], md5, log=lambda m: None)
+
+
+# --- 8: sizes beyond MNIST's are refused before any job -------------------------------------------
+
+
+@pytest.mark.parametrize("key, value", [("train_samples", 1_000_000_000), ("test_samples", 10_001)])
+def test_sizes_beyond_mnist_are_a_config_error(mirror, tmp_path, key, value):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5, **{key: value}), check=False)
+    assert proc.returncode != 0
+    (line,) = config_lines(proc)
+    assert key in line and ("60 000" in line or "10 000" in line)
+    assert not (tmp_path / "results").exists()
+
+
+# --- 9: no stray CUDA probe message on a machine without a GPU -----------------------------------------
+
+
+def test_the_profile_job_prints_no_cuda_probe_error(finished):
+    _, wd, _, proc = finished
+    log = (wd / "logs/profile/cpu.log").read_text()
+    assert "gpuGetDeviceCount" not in proc.stderr + proc.stdout + log
+    assert "cpu manual bs8: ok" in log
+
+
+# --- progress and worker output ------------------------------------------------------------------
+
+
+def test_the_job_log_has_the_mode_output_and_progress(finished):
+    _, wd, _, _ = finished
+    log = (wd / "logs/train/cpu/module/bs8_r0.log").read_text()
+    assert "epoch 1/2" in log and "epoch 2/2" in log
+
+
+def test_warm_worker_false_trains_in_the_job(mirror, tmp_path):
+    url, md5 = mirror
+    cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual"], batch_sizes=[64])
+    proc = snakemake(tmp_path, cfg, "results/runs/cpu/manual/bs64/r0.csv", "--config", "warm_worker=false")
+    assert "warm worker" not in proc.stderr
+    (row,) = pd.read_csv(tmp_path / "results/runs/cpu/manual/bs64/r0.csv").to_dict("records")
+    assert row["status"] == "ok"
+
+
+def test_what_a_mode_prints_reaches_the_job_log(mirror, tmp_path):
+    """The warm worker's output (a mode's print, C code's output) goes to the job's log."""
+    url, md5 = mirror
+    repo = copy_repo(tmp_path / "repo")
+    code = repo / "workflow/scripts/mnistbench/modes.py"
+    text = code.read_text()
+    marker = '    def backward(self, x, t):\n        """Fill self.g'
+    assert marker in text
+    code.write_text(
+        text.replace(
+            marker,
+            marker.replace(
+                "    def backward(self, x, t):\n",
+                "    def backward(self, x, t):\n        print('hello from the manual mode', flush=True)\n",
+            ),
+            1,
+        )
+    )
+    cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual"], batch_sizes=[64])
+    snakemake(tmp_path / "wd", cfg, "results/runs/cpu/manual/bs64/r0.csv", repo=repo)
+    log = (tmp_path / "wd/logs/train/cpu/manual/bs64_r0.log").read_text()
+    assert "hello from the manual mode" in log and "epoch 2/2" in log
