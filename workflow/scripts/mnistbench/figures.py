@@ -128,12 +128,13 @@ def si(v, _=None) -> str:
 def log_ticks(ax, axis="y", ticks=None) -> None:
     """Log axes labelled 1, 16, 256 (given ticks) or 1k, 10k, 1M: a beginner reads numbers."""
     a = ax.xaxis if axis == "x" else ax.yaxis
-    if ticks is not None:
+    if ticks is not None:  # batch sizes: the numbers themselves
         a.set_ticks(sorted(set(ticks)))
+        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     else:
         a.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        a.set_major_formatter(FuncFormatter(si))
     a.set_minor_formatter(NullFormatter())
-    a.set_major_formatter(FuncFormatter(si))
 
 
 def grid(n_panels: int, ncols: int, size=(6.5, 4.5)):
@@ -192,6 +193,7 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
             ax.set(yscale="log", xlabel="rung (ladder order)", ylabel="samples / s (median)")
             log_ticks(ax, "y")
             ax.set_title(f"batch {b}" + (f" — {host}" if len(hosts) > 1 else ""))
+            ax.grid(False, axis="x")
             ax.grid(True, axis="y", which="both", alpha=0.3)
             ax.margins(y=0.15)
             if len(devices) > 1:
@@ -296,15 +298,22 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
 
 
 def throughput_finding(ok: pd.DataFrame) -> str:
+    """How much a larger batch buys: module's gain (the tutorial's way) or the largest, and the
+    fastest rung at the largest batch."""
     med = ok.groupby(["device", "mode", "batch_size"])["samples_per_s"].median().reset_index()
     small, large = med["batch_size"].min(), med["batch_size"].max()
     if small == large:
-        return f"One batch size ({small}): no growth to show"
-    a, b = med[med["batch_size"] == small], med[med["batch_size"] == large]
-    ta, tb = a.loc[a["samples_per_s"].idxmax()], b.loc[b["samples_per_s"].idxmax()]
+        return f"One batch size ({small}): nothing to compare"
+    a = med[med["batch_size"] == small].set_index(["device", "mode"])["samples_per_s"]
+    b = med[med["batch_size"] == large].set_index(["device", "mode"])["samples_per_s"]
+    gain = (b / a).dropna()
+    if gain.empty:
+        return f"Samples/s against batch size, {small} to {large}"
+    device, mode = next(((d, m) for d, m in gain.index if m == "module"), gain.idxmax())
+    top = b.idxmax()
     return (
-        f"Batch {large} trains {times(tb['samples_per_s'] / ta['samples_per_s'])} the samples/s of batch {small} "
-        f"({tb['mode']} on {tb['device']}: {rate(tb['samples_per_s'])}/s)"
+        f"{mode} on {device} trains {times(gain[(device, mode)])} the samples/s at batch {large} as at batch {small}; "
+        f"fastest at {large}: {top[1]} on {top[0]} ({rate(b.max())}/s)"
     )
 
 

@@ -236,12 +236,13 @@ def verdict(epochs: list[dict], timed_steps: int, step_spread: float, cfg: dict)
     measured = windows(epochs)
     busy = [w for w in measured if w["other_cores"] - w["rounding"] > q["max_other_cpu"]]
     total_steps = sum(w["steps"] for w in measured) or 1
-    if busy:
+    share = sum(w["steps"] for w in busy) / total_steps
+    if busy and share > q["max_busy_share"]:
         used = sum(e["other_cores"] * e["wall_s"] for e in busy) / sum(e["wall_s"] for e in busy)
-        share = sum(e["steps"] for e in busy) / total_steps
         notes.append(
             f"other processes used {used:.2g} of a core on this run's cpus during {share:.0%} of the timed steps "
-            f"(more than quality.max_other_cpu = {q['max_other_cpu']})"
+            f"(more than quality.max_other_cpu = {q['max_other_cpu']} during more than "
+            f"quality.max_busy_share = {q['max_busy_share']:.0%})"
         )
         score += used * share
     gpu = sorted({p for e in epochs for p in (e["gpu_others"] or [])})

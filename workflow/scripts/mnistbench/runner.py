@@ -34,6 +34,7 @@ SETTINGS = (
     "model.lr",
     "model.amp_dtype",
     "quality.max_other_cpu",
+    "quality.max_busy_share",
     "quality.max_spread",
     "quality.min_timed_steps",
 )

@@ -22,8 +22,8 @@ from mnistbench.records import COLUMNS, write_outputs
 # Defaults for a run outside Snakemake (where the schema may not be readable: no pyyaml); the
 # workflow passes its validated config instead. tests/test_cli.py holds them equal to the schema's.
 DEFAULTS = dict(
-    epochs=4,
-    train_samples=32768,
+    epochs=5,
+    train_samples=16384,
     test_samples=2000,
     warmup_steps=20,
     cpu_threads=0,
@@ -31,7 +31,7 @@ DEFAULTS = dict(
     target_accuracy=0.9,
     retime=2,
     model=dict(loss="cross_entropy", init="default", lr=0.5, amp_dtype="float16"),
-    quality=dict(max_other_cpu=0.25, max_spread=3.0, min_timed_steps=10, repeat_spread=1.25, settle_s=20, use=["ok"]),
+    quality=dict(max_other_cpu=0.25, max_busy_share=0.1, max_spread=3.0, min_timed_steps=10, repeat_spread=1.25, settle_s=20, use=["ok"]),
 )
 # A run whose training loss ends above this many times its starting value blew up, even where
 # every number stayed finite; one whose test accuracy is at chance learned nothing.

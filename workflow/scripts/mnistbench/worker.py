@@ -59,6 +59,25 @@ def fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+def _slot_path() -> Path:
+    return Path(tempfile.gettempdir()) / f"mnistbench-timed-{os.getuid()}.lock"
+
+
+def timed_slot_busy() -> bool:
+    """Whether some process holds the timed-run slot right now."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    with open(_slot_path(), "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
+
+
 @contextlib.contextmanager
 def timed_slot(log=print):
     """Hold this machine's slot for timed runs (an exclusive lock on a file of this user in the
@@ -72,8 +91,7 @@ def timed_slot(log=print):
     if os.environ.get("SLURM_JOB_ID"):
         yield
         return
-    path = Path(tempfile.gettempdir()) / f"mnistbench-timed-{os.getuid()}.lock"
-    with open(path, "a+") as f:
+    with open(_slot_path(), "a+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -182,6 +200,10 @@ def serve(sock_path: str) -> None:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
+                # Idle: leave, unless another worker is timing a run now. Then exiting (tearing
+                # down torch) would disturb it; wait, this repeat's next job is likely coming.
+                if timed_slot_busy():
+                    continue
                 return
             with conn:
                 try:
