@@ -25,6 +25,8 @@ class Kind:
     needs_gpu: bool  # a cluster job on it asks Slurm for a GPU
     fixed_autocast: str | None  # amp's dtype where only one makes sense here, else the config's
     fix: str  # what to do when it is absent
+    color: tuple  # its colour in every figure (RGB, 0-1), and its marker
+    marker: str
 
 
 KINDS = {
@@ -39,6 +41,8 @@ KINDS = {
         needs_gpu=False,
         fixed_autocast="bfloat16",
         fix="",
+        color=(0.33, 0.42, 0.55),
+        marker="o",
     ),
     "cuda": Kind(
         pattern="cuda(:[0-9]+)?",
@@ -51,6 +55,8 @@ KINDS = {
         needs_gpu=True,
         fixed_autocast=None,
         fix="run on a machine with an NVIDIA GPU and a CUDA build of torch, or remove it from `devices`",
+        color=(0.30, 0.62, 0.05),
+        marker="s",
     ),
     "mps": Kind(
         pattern="mps",
@@ -63,6 +69,8 @@ KINDS = {
         needs_gpu=False,
         fixed_autocast=None,
         fix="run on Apple silicon with macOS 12.3+, or remove it from `devices`",
+        color=(0.55, 0.55, 0.60),
+        marker="^",
     ),
 }
 HOST = "cpu"  # the device every accelerator is compared with

@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from mnistbench import files  # noqa: E402
-from mnistbench.devices import HOST, KINDS, host_first, kind  # noqa: E402
+from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
 from mnistbench.modes import MODES  # noqa: E402
 from mnistbench.words import rate, times  # noqa: E402
 
@@ -34,10 +34,6 @@ _MODE_COLORS = sns.color_palette("tab10", 10) + [(0.15, 0.15, 0.15)]
 _MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "h", "p", "<", ">"]
 MODE_COLOR = dict(zip(MODES, _MODE_COLORS))
 MODE_MARKER = dict(zip(MODES, _MARKERS))
-# Devices: the cpu grey-blue, cuda green, mps silver; further GPUs of a kind get lighter shades.
-_KIND_COLOR = {"cpu": (0.33, 0.42, 0.55), "cuda": (0.30, 0.62, 0.05), "mps": (0.55, 0.55, 0.60)}
-_KIND_MARKER = {"cpu": "o", "cuda": "s", "mps": "^"}
-assert set(_KIND_COLOR) == set(KINDS), "every device kind needs a colour"
 PHASES = {  # profile column -> legend label, in stacking order
     "transfer_us": "transfer (next batch)",
     "forward_us": "forward",
@@ -51,13 +47,14 @@ PHASE_COLOR = dict(zip(PHASES, sns.color_palette("Set2", len(PHASES))))
 
 
 def device_color(device: str):
-    base = np.array(_KIND_COLOR[kind(device)])
+    """The device kind's colour (devices.KINDS); further devices of a kind get lighter shades."""
+    base = np.array(spec(device).color)
     n = int(device.split(":")[1]) if ":" in device else 0
     return tuple(base + (1 - base) * min(0.6, 0.2 * n))  # cuda:1, cuda:2 ... lighter
 
 
 def device_marker(device: str) -> str:
-    return _KIND_MARKER[kind(device)]
+    return spec(device).marker
 
 
 def ladder_order(modes) -> list:
