@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 
 import pandas as pd  # noqa: E402
+import run_workflow  # noqa: E402
 import yaml  # noqa: E402
 from mnistbench import synthetic  # noqa: E402
 
@@ -71,20 +72,7 @@ def main(argv=None):
         mnist=dict(mirrors=[(wd / "mirror").as_uri() + "/"], md5=md5),
     )
     (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(wd),
-        "--configfile",
-        str(wd / "config.yaml"),
-        "--cores",
-        a.cores,
-        "--keep-going",
-    ]
+    cmd = run_workflow.command(wd, a.cores, (), [wd / "config.yaml"], (), "--keep-going")
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd)
     summary_dir = wd / "results" / "summary"

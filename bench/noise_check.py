@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import run_workflow  # noqa: E402
 import yaml  # noqa: E402
 from mnistbench import quality, synthetic  # noqa: E402
 
@@ -40,27 +41,14 @@ GRID = dict(
     train_samples=16384,
     test_samples=1000,
 )
+# Only proves the script works end to end (used by the tests): too small to judge anything.
+QUICK = dict(GRID, modes=["manual"], batch_sizes=[8, 64], repeats=1, epochs=2, train_samples=512, test_samples=64)
 
 
 def pipeline(wd: Path, cfg: dict, extra: list, on_progress=None) -> float:
     wd.mkdir(parents=True, exist_ok=True)
     (wd / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(wd),
-        "--cores",
-        "all",
-        "results/summary/fits.csv",  # the target before --configfile, which takes every path after it
-        "--configfile",
-        str(wd / "config.yaml"),
-    ]
-    if extra:
-        cmd += ["--config", *extra]
+    cmd = run_workflow.command(wd, "all", ["results/summary/fits.csv"], [wd / "config.yaml"], extra)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while proc.poll() is None:
@@ -118,11 +106,13 @@ def main(argv=None):
     p.add_argument("--hog-after", type=float, default=0.3, help="start the hog after this share of the runs")
     p.add_argument("--hog-s", type=float, default=90.0, help="how long the hog runs")
     p.add_argument("--config", nargs="*", default=[], help="extra key=value for both grids")
+    p.add_argument("--quick", action="store_true", help="a tiny grid and a short hog: proves the script runs")
     a = p.parse_args(argv)
+    grid = QUICK if a.quick else GRID
     wd = a.workdir or Path(tempfile.mkdtemp(prefix="noise-"))
-    md5 = synthetic.write(wd / "mirror", n_train=max(GRID["train_samples"], 1000), n_test=GRID["test_samples"])
-    cfg = dict(GRID, mnist=dict(mirrors=[(wd / "mirror").as_uri() + "/"], md5=md5))
-    n_runs = len(GRID["modes"]) * len(GRID["batch_sizes"]) * GRID["repeats"]
+    md5 = synthetic.write(wd / "mirror", n_train=max(grid["train_samples"], 1000), n_test=grid["test_samples"])
+    cfg = dict(grid, mnist=dict(mirrors=[(wd / "mirror").as_uri() + "/"], md5=md5))
+    n_runs = len(grid["modes"]) * len(grid["batch_sizes"]) * grid["repeats"]
 
     quiet_s = pipeline(wd / "quiet", cfg, a.config)
     hog = {}
@@ -137,7 +127,11 @@ def main(argv=None):
             hog["end"] = time.time()
 
     disturbed_s = pipeline(wd / "disturbed", cfg, a.config, on_progress=maybe_hog)
-    for proc in hog.get("procs", []):
+    if not hog:
+        sys.exit(
+            f"error: the disturbed grid finished before {a.hog_after:.0%} of its runs: no hog ran; lower --hog-after"
+        )
+    for proc in hog["procs"]:
         proc.kill()
     hog.setdefault("end", time.time())
 

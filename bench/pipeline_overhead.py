@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import run_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,22 +29,7 @@ def main(argv=None):
     p.add_argument("--cores", default="all")
     a = p.parse_args(argv)
     wd = a.workdir or Path(tempfile.mkdtemp(prefix="overhead-"))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(wd),
-        "--cores",
-        a.cores,
-        "--configfile",
-        str(REPO / "config" / "config.yaml"),
-        *map(str, a.configfile),
-    ]
-    if a.config:
-        cmd += ["--config", *a.config]
+    cmd = run_workflow.command(wd, a.cores, (), [REPO / "config" / "config.yaml", *a.configfile], a.config)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0

@@ -58,3 +58,16 @@ def test_gpu_check_runs_end_to_end_on_cpu(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "samples/s (median over repeats)" in proc.stdout and "manual" in proc.stdout
+
+
+def test_noise_check_runs_end_to_end(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "noise_check.py"), "--quick", "--hog-s", "3", "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert "overlapped runs flagged or retimed" in last and "quiet grid flagged" in last, last

@@ -13,7 +13,15 @@ import pytest
 from conftest import snakemake, tiny_config
 from mnistbench import analysis, data, figures, quality, synthetic, train, words
 
-Q = dict(max_other_cpu=0.25, max_busy_share=0.1, max_spread=3.0, min_timed_steps=10, repeat_spread=1.25, settle_s=0, use=["ok"])
+Q = dict(
+    max_other_cpu=0.25,
+    max_busy_share=0.1,
+    max_spread=3.0,
+    min_timed_steps=10,
+    repeat_spread=1.25,
+    settle_s=0,
+    use=["ok"],
+)
 
 
 def epoch(wall, steps, busy, own):

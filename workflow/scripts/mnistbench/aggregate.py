@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from mnistbench import BenchError, files
-from mnistbench.records import COLUMNS
+from mnistbench.records import COLUMNS, INTEGER, NUMBER
 
 KEYS = ["host", "device", "mode", "batch_size"]
 # Tables that travel between machines: each file name is the same in every results/summary/.
@@ -29,29 +29,6 @@ ENV_COLUMNS = [
     "git_commit",
     "config_hash",
     "n_runs",
-]
-# The columns of runs.csv and their types: another machine's file is checked against them.
-INTEGER = ["batch_size", "repeat", "epochs", "train_samples", "steps", "warmup_steps", "timed_steps"]
-NUMBER = [
-    "step_time_median_s",
-    "step_time_q1_s",
-    "step_time_q3_s",
-    "samples_per_s",
-    "setup_s",
-    "first_epoch_s",
-    "steady_epoch_s",
-    "total_train_s",
-    "initial_loss",
-    "final_loss",
-    "test_loss",
-    "test_accuracy",
-    "time_to_target_s",
-    "other_cores",
-    "own_cpu_share",
-    "step_spread",
-    "lr",
-    "attempts",
-    "threads",
 ]
 
 

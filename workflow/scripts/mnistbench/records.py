@@ -1,32 +1,18 @@
-"""The outputs of a train run: one CSV row and one JSON record.
+"""The outputs of a train run: one CSV row and one JSON record, and the row's columns and types.
 
 Standard library only, so a Snakemake job can write them without importing torch.
 """
 
 from mnistbench import files
 
-COLUMNS = [
-    # what ran
-    "host",
-    "device",
-    "device_name",
-    "mode",
-    "batch_size",
-    "repeat",
-    # how it went: status (ok, diverged, oom, unsupported, error) and the timing's quality
-    # (ok, noisy, few_steps), each with its reason; attempts = timings made (retimes + 1)
-    "status",
-    "message",
-    "quality",
-    "quality_note",
-    "attempts",
-    "epochs",
-    "train_samples",
-    "steps",
-    "warmup_steps",
-    "timed_steps",
-    "steps_per_call",
-    # steady-state step time over the timed steps, and one-off and whole-epoch times
+# The columns of a row (and of runs.csv), in groups.
+WHAT = ["host", "device", "device_name", "mode", "batch_size", "repeat"]
+# status: ok, diverged, oom, unsupported, error; quality: the timing's verdict (ok, noisy,
+# few_steps); each with its reason. attempts = timings made (retimes + 1).
+OUTCOME = ["status", "message", "quality", "quality_note", "attempts"]
+SIZES = ["epochs", "train_samples", "steps", "warmup_steps", "timed_steps", "steps_per_call"]
+# The steady-state step time over the timed steps, and one-off and whole-epoch times.
+TIMING = [
     "step_time_median_s",
     "step_time_q1_s",
     "step_time_q3_s",
@@ -36,30 +22,16 @@ COLUMNS = [
     "first_epoch_s",
     "steady_epoch_s",
     "total_train_s",
-    # what it learned
-    "initial_loss",
-    "final_loss",
-    "test_loss",
-    "test_accuracy",
-    "time_to_target_s",
-    # what else the machine did while the kept timing ran
-    "other_cores",
-    "own_cpu_share",
-    "gpu_others",
-    "load_avg_start",
-    "load_avg_end",
-    "start_utc",
-    "end_utc",
-    # the settings and code that produced it
-    "loss",
-    "init",
-    "lr",
-    "seed",
-    "threads",
-    "torch_version",
-    "settings",
-    "code",
 ]
+LEARNING = ["initial_loss", "final_loss", "test_loss", "test_accuracy", "time_to_target_s"]
+# What else the machine did while the kept timing ran.
+MACHINE = ["other_cores", "own_cpu_share", "gpu_others", "load_avg_start", "load_avg_end", "start_utc", "end_utc"]
+# The settings and code that produced it.
+PROVENANCE = ["loss", "init", "lr", "seed", "threads", "torch_version", "settings", "code"]
+COLUMNS = WHAT + OUTCOME + SIZES + TIMING + LEARNING + MACHINE + PROVENANCE
+# Columns that hold numbers (another machine's runs.csv is checked against them).
+INTEGER = ["batch_size", "repeat", "attempts", "epochs", "train_samples", "steps", "warmup_steps", "timed_steps"]
+NUMBER = TIMING + LEARNING + ["other_cores", "own_cpu_share", "lr", "threads"]
 
 
 def write_outputs(row, record, csv_path, json_path=None) -> None:

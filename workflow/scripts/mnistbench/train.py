@@ -14,10 +14,9 @@ from pathlib import Path
 
 import torch
 
-from mnistbench import BenchError, devices, env, model, quality, runner, timing
+from mnistbench import BenchError, devices, env, model, quality, records, runner, timing
 from mnistbench.data import load_tensors
 from mnistbench.modes import MODES, Unsupported
-from mnistbench.records import COLUMNS, write_outputs
 
 # Defaults for a run outside Snakemake (where the schema may not be readable: no pyyaml); the
 # workflow passes its validated config instead. tests/test_cli.py holds them equal to the schema's.
@@ -37,29 +36,8 @@ DEFAULTS = dict(
 # every number stayed finite; one whose test accuracy is at chance learned nothing.
 BLOWUP = 10.0
 CHANCE = 0.1
-# What the kept attempt gives the row.
-TIMING = (
-    "quality",
-    "step_time_median_s",
-    "step_time_q1_s",
-    "step_time_q3_s",
-    "step_spread",
-    "samples_per_s",
-    "first_epoch_s",
-    "steady_epoch_s",
-    "total_train_s",
-    "test_loss",
-    "test_accuracy",
-    "time_to_target_s",
-    "other_cores",
-    "own_cpu_share",
-    "gpu_others",
-    "load_avg_start",
-    "load_avg_end",
-    "start_utc",
-    "end_utc",
-    "steps_per_call",
-)
+# What the kept attempt gives the row (setup_s is the first attempt's: the coldest one-off cost).
+KEPT = ["quality", "steps_per_call", *records.TIMING, "test_loss", "test_accuracy", "time_to_target_s", *records.MACHINE]
 
 
 def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat: int, log=print):
@@ -70,7 +48,7 @@ def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat:
     threads = runner.use_threads(cfg)
     devices.prepare(device)
     m = cfg["model"]
-    row = {c: "" for c in COLUMNS}
+    row = {c: "" for c in records.COLUMNS}
     row.update(runner.base_row(device, mode, batch_size, threads))
     row.update(
         repeat=repeat,
@@ -139,7 +117,7 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     row["setup_s"] = record["attempts"][0]["setup_s"]  # the one-off cost is the first (coldest) one
     record["steps_per_call"] = kept["steps_per_call"]
     record["epochs"], record["step_times_s"] = kept["epochs"], kept["step_times_s"]
-    row.update({k: kept[k] for k in TIMING if k in kept})
+    row.update({k: kept[k] for k in KEPT if k in kept and k != "setup_s"})
     note = kept["quality_note"]
     if len(record["attempts"]) > 1:
         earlier = [f"attempt {i}: {x['quality']} ({x['quality_note']})" for i, x in enumerate(record["attempts"], 1)]
@@ -289,7 +267,7 @@ def main(argv=None):
         row, record = train(cfg, a.data, a.device, a.mode, a.batch_size, a.repeat)
     except BenchError as e:
         sys.exit(f"error: {e}")
-    write_outputs(row, record, a.out, Path(a.out).with_suffix(".json"))
+    records.write_outputs(row, record, a.out, Path(a.out).with_suffix(".json"))
     rate = row["samples_per_s"] and round(row["samples_per_s"])
     print(f"{row['status']}: {rate} samples/s, timing {row['quality'] or 'n/a'} -> {a.out}")
 
