@@ -3,6 +3,7 @@ known numbers; degenerate inputs; merging machines; the profiler's split of a st
 pipeline's report, regenerated without retraining."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -341,3 +342,25 @@ def test_merge_another_machine_by_host(small_run, tmp_path):
     assert set(pd.read_csv(wd / "results/summary/profile.csv").host) == set(merged.host)
     md = (wd / "results/summary.md").read_text()
     assert "## gpu-box" in md and "cuda" in md
+
+
+def test_headline_names_the_ladder_and_the_arithmetic_limit():
+    """The headline: per device, the beginner's code at batch 1, the best rung there and at the
+    largest batch with their factors, and how far the beginner's code is from the cpu's limit."""
+    runs = synthetic_runs({("cpu", "seed"): (220.0, 1.4), ("cpu", "kernel"): (0.5, 0.25), ("cpu", "module"): (250, 1.1)})
+    runs["message"], runs["quality_note"] = "", ""
+    tables, found = analyse(runs)
+    tables["environment"] = tables["environment"].assign(arithmetic_limit_us=0.41)
+    lines = words.headline(tables)
+    first, second = lines[0], lines[1]
+    seed1 = 1 / (221.4e-6)  # samples/s of seed at batch 1: one sample per (a + b) µs
+    assert "the beginner's code trains" in first and "the best rung there, kernel" in first
+    assert "At batch 4096 the best is kernel" in first
+    kernel1 = 1 / (0.75e-6)
+    factor = float(re.search(r"kernel, [0-9.]+ [kM]? ?\(([0-9.]+)×\)", first).group(1))
+    assert factor == pytest.approx(kernel1 / seed1, rel=0.05)  # the timings carry 2 % noise
+    assert "the arithmetic limit" in second and "0.41 µs" in second and "kernel takes" in second
+    over = float(re.search(r"µs per sample on h1's cpu, ([0-9.]+)×", second).group(1))
+    assert over == pytest.approx(221.4 / 0.41, rel=0.05)  # ~540x the limit
+    md = words.summary_md(found, CFG, tables["environment"], tables)
+    assert md.index("## The headline") < md.index("## h1")

@@ -19,6 +19,7 @@ ENV_COLUMNS = [
     "cpu_model",
     "cores",
     "threads",
+    "arithmetic_limit_us",
     "python",
     "torch",
     "torchvision",

@@ -1,5 +1,6 @@
 """What a timing depends on besides the code: versions, hardware, threads, commit, config."""
 
+import functools
 import hashlib
 import json
 import os
@@ -27,6 +28,18 @@ def config_hash(cfg: dict) -> str:
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+@functools.cache
+def arithmetic_limit_us() -> float | None:
+    """This cpu's arithmetic limit for one training sample on one core (µs, kernel.c's peak FMA
+    rate; ~30 ms to measure, once per process), or None where the kernel cannot be built."""
+    from mnistbench import kernel
+
+    try:
+        return kernel.arithmetic_limit_us_per_sample()
+    except kernel.BuildError:
+        return None
+
+
 def describe(device: str, threads: int, cfg: dict) -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -46,6 +59,7 @@ def describe(device: str, threads: int, cfg: dict) -> dict:
         "cpu_model": devices.cpu_model(),
         "cores": os.cpu_count(),
         "threads": threads,
+        "arithmetic_limit_us": arithmetic_limit_us(),
         "platform": platform.platform(),
         "env": {
             k: os.environ[k]

@@ -30,14 +30,30 @@ DEFAULTS = dict(
     target_accuracy=0.9,
     retime=2,
     model=dict(loss="cross_entropy", init="default", lr=0.5, amp_dtype="float16"),
-    quality=dict(max_other_cpu=0.25, max_busy_share=0.1, max_spread=3.0, min_timed_steps=10, repeat_spread=1.25, settle_s=20, use=["ok"]),
+    quality=dict(
+        max_other_cpu=0.25,
+        max_busy_share=0.1,
+        max_spread=3.0,
+        min_timed_steps=10,
+        repeat_spread=1.25,
+        settle_s=20,
+        use=["ok"],
+    ),
 )
 # A run whose training loss ends above this many times its starting value blew up, even where
 # every number stayed finite; one whose test accuracy is at chance learned nothing.
 BLOWUP = 10.0
 CHANCE = 0.1
 # What the kept attempt gives the row (setup_s is the first attempt's: the coldest one-off cost).
-KEPT = ["quality", "steps_per_call", *records.TIMING, "test_loss", "test_accuracy", "time_to_target_s", *records.MACHINE]
+KEPT = [
+    "quality",
+    "steps_per_call",
+    *records.TIMING,
+    "test_loss",
+    "test_accuracy",
+    "time_to_target_s",
+    *records.MACHINE,
+]
 
 
 def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat: int, log=print):

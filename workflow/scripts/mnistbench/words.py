@@ -87,9 +87,37 @@ def headline(tables: dict) -> list[str]:
                     f"{rate(large['samples_per_s'])} samples/s{factor}."
                 )
             out.append(" ".join(words))
+            if device == HOST and len(seed):
+                out += limit(tables, host, seed.iloc[0], small)
         for device in [d for d in host_first(lad[lad["host"] == host]["device"]) if d != HOST]:
             out += accelerator_vs_host(lad, cross, host, device)
     return out
+
+
+def limit(tables: dict, host, seed, top) -> list[str]:
+    """How far the beginner's code is from this cpu's arithmetic limit for one sample on one
+    core (measured by each train job's host), and where its time goes instead."""
+    env = tables["environment"]
+    if "arithmetic_limit_us" not in env.columns:
+        return []
+    e = pd.to_numeric(env[(env["host"] == host) & (env["device"] == HOST)]["arithmetic_limit_us"], errors="coerce")
+    if e.dropna().empty:
+        return []
+    lim, b = float(e.dropna().iloc[0]), seed["batch_size"]
+    t_seed, t_top = 1e6 / seed["samples_per_s"], 1e6 / top["samples_per_s"]
+    prof = tables["profile"]
+    ops = ""
+    if len(prof) and "ops_step" in prof.columns:
+        p = prof[(prof["host"] == host) & (prof["device"] == HOST) & (prof["mode"] == "seed")]
+        p = p[(p["status"] == "ok") & (p["batch_size"] == b)]
+        if len(p):
+            ops = f", {p['ops_step'].iloc[0] + p['ops_batch'].iloc[0]:.0f} torch ops per step"
+    return [
+        f"At batch {b} the beginner's code takes {us(t_seed)} per sample on {host}'s cpu, {times(t_seed / lim)} "
+        f"the arithmetic limit of one of its cores ({us(lim)} per sample, measured): {pct(1 - lim / t_seed)} of "
+        f"its time is the fixed cost of a step (Python, dispatch, allocation{ops}), not arithmetic; "
+        f"{top['mode']} takes {us(t_top)}, {times(t_top / lim)} the limit."
+    ]
 
 
 def accelerator_vs_host(lad, cross, host, device) -> list[str]:
