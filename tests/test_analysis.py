@@ -347,7 +347,9 @@ def test_merge_another_machine_by_host(small_run, tmp_path):
 def test_headline_names_the_ladder_and_the_arithmetic_limit():
     """The headline: per device, the beginner's code at batch 1, the best rung there and at the
     largest batch with their factors, and how far the beginner's code is from the cpu's limit."""
-    runs = synthetic_runs({("cpu", "seed"): (220.0, 1.4), ("cpu", "kernel"): (0.5, 0.25), ("cpu", "module"): (250, 1.1)})
+    runs = synthetic_runs(
+        {("cpu", "seed"): (220.0, 1.4), ("cpu", "kernel"): (0.5, 0.25), ("cpu", "module"): (250, 1.1)}
+    )
     runs["message"], runs["quality_note"] = "", ""
     tables, found = analyse(runs)
     tables["environment"] = tables["environment"].assign(arithmetic_limit_us=0.41)
