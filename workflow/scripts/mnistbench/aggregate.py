@@ -33,10 +33,14 @@ ENV_COLUMNS = [
 ]
 
 
-def load_epochs(env_files) -> pd.DataFrame:
+def load_records(env_files) -> list[dict]:
+    """Every run's JSON record, read once."""
+    return [json.loads(Path(f).read_text()) for f in env_files]
+
+
+def load_epochs(records) -> pd.DataFrame:
     rows = []
-    for f in env_files:
-        rec = json.loads(Path(f).read_text())
+    for rec in records:
         r = rec["row"]
         for e in rec["epochs"]:
             rows.append(dict({k: r[k] for k in KEYS + ["repeat"]}, **e))
@@ -44,12 +48,12 @@ def load_epochs(env_files) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def load_environment(env_files) -> pd.DataFrame:
+def load_environment(records) -> pd.DataFrame:
     """One row per host x device: what its timings depend on besides the code (the first run's
     record; `n_runs` counts the runs behind it)."""
     rows = {}
-    for f in env_files:
-        e = json.loads(Path(f).read_text())["environment"]
+    for rec in records:
+        e = rec["environment"]
         key = (e["host"], e["device"])
         if key in rows:
             rows[key]["n_runs"] += 1
@@ -223,10 +227,11 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
 
 
 def run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, cfg, log=print) -> None:
+    records = load_records(env_files)
     here = {
         "runs": pd.concat([read_runs(f) for f in row_files], ignore_index=True),
-        "epochs": load_epochs(env_files),
-        "environment": load_environment(env_files),
+        "epochs": load_epochs(records),
+        "environment": load_environment(records),
         "transfer": pd.read_csv(transfer_csv),
         "profile": load_profiles(profile_files),
     }
