@@ -19,6 +19,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from mnistbench import files
+
 SOURCE = Path(__file__).with_name("kernel.c")
 # Tried in order. -march=native: the vector code for this cpu (AVX-512 where there is one).
 # -fopenmp: the threads (torch's own pool, see kernel.c); a compiler without OpenMP (Apple's
@@ -67,19 +69,17 @@ def _cache_dir() -> Path:
 
 
 def _build(cc: list[str], flags: list[str], out: Path) -> None:
-    tmp = out.with_name(f"{out.stem}.{os.getpid()}.tmp{out.suffix}")
-    cmd = [*cc, *flags, "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)]
+    """Compile to a temporary name beside `out`, renamed into place only when the build succeeded."""
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT_S)
-        if r.returncode != 0:
-            lines = (r.stderr or r.stdout).splitlines()
-            errors = [ln for ln in lines if "error" in ln.lower()] or lines[-3:]
-            raise BuildError(" ".join(" ".join(errors).split())[:300] or f"exit status {r.returncode}")
-        os.replace(tmp, out)
+        with files.atomic(out, suffix=out.suffix) as tmp:
+            cmd = [*cc, *flags, "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)]
+            r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT_S)
+            if r.returncode != 0:
+                lines = (r.stderr or r.stdout).splitlines()
+                errors = [ln for ln in lines if "error" in ln.lower()] or lines[-3:]
+                raise BuildError(" ".join(" ".join(errors).split())[:300] or f"exit status {r.returncode}")
     except subprocess.TimeoutExpired as e:
         raise BuildError(f"build took over {BUILD_TIMEOUT_S} s") from e
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def load() -> ctypes.CDLL:
