@@ -30,10 +30,13 @@ from mnistbench.words import rate, times  # noqa: E402
 
 # --- one look -----------------------------------------------------------------------------------
 
+# tab10 and a dark grey cover the ladder; a longer one takes further hues, so a new mode needs no
+# edit here.
 _MODE_COLORS = sns.color_palette("tab10", 10) + [(0.15, 0.15, 0.15)]
+_MODE_COLORS += sns.color_palette("husl", max(0, len(MODES) - len(_MODE_COLORS)))
 _MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "h", "p", "<", ">"]
 MODE_COLOR = dict(zip(MODES, _MODE_COLORS))
-MODE_MARKER = dict(zip(MODES, _MARKERS))
+MODE_MARKER = {m: _MARKERS[i % len(_MARKERS)] for i, m in enumerate(MODES)}
 PHASES = {  # profile column -> legend label, in stacking order
     "transfer_us": "transfer (next batch)",
     "forward_us": "forward",
