@@ -25,6 +25,9 @@ def test_every_mode_is_documented_in_ladder_order():
     readme = (REPO / "README.md").read_text()
     section = readme.split("The modes, from the beginner's code", 1)[1].split("\n\n", 1)[0]
     assert [m for m in backticked(section) if m in modes.MODES] == list(modes.MODES)
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    listed = schema["properties"]["modes"]["description"].split(":", 1)[1].split("(", 1)[0]
+    assert [m.strip() for m in listed.split(",")] == list(modes.MODES), "the schema's `modes` must list every rung"
 
 
 def test_every_config_key_is_documented():
