@@ -102,6 +102,28 @@ def test_a_run_with_few_timed_steps_says_so(tensors):
     assert len(record["attempts"]) == 1 and "evidence" in record["attempts"][0]
 
 
+def test_a_retime_that_fails_keeps_the_earlier_timing(tensors, monkeypatch):
+    """Out of memory (or another runtime error) in a retime must not throw away the timing before it."""
+    import torch
+    from mnistbench import runner
+
+    cfg = dict(train.DEFAULTS, train_samples=512, test_samples=64, warmup_steps=2, epochs=2, retime=2)
+    cfg["quality"] = dict(Q, max_spread=0.5)  # q3/q1 >= 1 always: every timing is noisy, so a retime follows
+    build, calls = runner.build, []
+
+    def second_fails(*args, **kw):
+        calls.append(args)
+        if len(calls) == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (raised by this test)")
+        return build(*args, **kw)
+
+    monkeypatch.setattr(runner, "build", second_fails)
+    row, record = train.train(cfg, tensors, "cpu", "manual", 16, 0, log=lambda m: None)
+    assert row["status"] == "ok" and row["attempts"] == 2 and row["samples_per_s"] > 0, row
+    assert [a["status"] for a in record["attempts"]] == ["ok", "oom"]
+    assert row["quality"] == "noisy" and "attempt 2: oom" in row["quality_note"], row["quality_note"]
+
+
 def test_the_pipeline_warns_about_few_steps_before_it_starts(mirror, tmp_path):
     url, md5 = mirror
     proc = snakemake(tmp_path, tiny_config(url, md5, batch_sizes=[8, 256]), "-n")

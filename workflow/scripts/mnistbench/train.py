@@ -41,9 +41,9 @@ DEFAULTS = dict(
     ),
 )
 # A run whose training loss ends above this many times its starting value blew up, even where
-# every number stayed finite; one whose test accuracy is at chance learned nothing.
+# every number stayed finite; one whose test accuracy is at chance (no better than always
+# answering the test set's most common digit) and whose loss did not fall learned nothing.
 BLOWUP = 10.0
-CHANCE = 0.1
 # What the kept attempt gives the row (setup_s is the first attempt's: the coldest one-off cost).
 KEPT = [
     "quality",
@@ -123,8 +123,16 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
             waited = quality.settle(q["max_other_cpu"], q["settle_s"], log=log)
             last = record["attempts"][-1]
             log(f"retiming (attempt {attempt}) after waiting {waited:.1f} s: the last timing was {last['quality']}")
-        a = _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log)
-        record["attempts"].append({k: v for k, v in a.items() if k not in ("step_times_s", "trainer")})
+        try:
+            a = _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log)
+        except (Unsupported, RuntimeError) as e:  # e.g. out of memory in a retime
+            if kept is None:
+                raise
+            status, message = runner.failure(e, batch_size)
+            record["attempts"].append(dict(status=status, message=message, quality=status, quality_note=message))
+            log(f"attempt {attempt} failed ({message}); the cleanest earlier timing is kept")
+            break
+        record["attempts"].append({k: v for k, v in a.items() if k not in ("step_times_s", "params")})
         if kept is None or a["score"] < kept["score"]:
             kept = a
         if a["status"] != "ok" or a["quality"] != "noisy":  # retiming cannot cure a failure or few steps
@@ -142,13 +150,14 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     if kept["status"] != "ok":
         return kept["status"], kept["message"]
 
-    final_loss, _ = model.evaluate(kept["trainer"].params(), *evaluation, m["loss"])
+    final_loss, _ = model.evaluate(kept["params"], *evaluation, m["loss"])
     row["final_loss"] = final_loss
     if not math.isfinite(final_loss):
         return "diverged", f"training loss is {final_loss}; lower model.lr"
     if final_loss > BLOWUP * initial_loss:
         return "diverged", f"training loss rose from {initial_loss:.3g} to {final_loss:.3g}; lower model.lr"
-    if row["test_accuracy"] <= CHANCE and final_loss >= initial_loss:
+    chance = float(torch.bincount(test[1], minlength=10).max()) / len(test[1])
+    if row["test_accuracy"] <= chance and final_loss >= initial_loss:
         return (
             "diverged",
             f"test accuracy {row['test_accuracy']:.3f} is chance and the loss did not fall; lower model.lr",
@@ -162,7 +171,7 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
     m, n = cfg["model"], len(data["x"])
     home = data["x"].device
     trainer = runner.build(cfg, mode, device, batch_size, repeat)
-    out = dict(trainer=trainer, status="ok", message="")
+    out = dict(status="ok", message="")
 
     def order(epoch):
         g = torch.Generator().manual_seed(runner.seed_of(cfg, repeat, epoch))
@@ -210,6 +219,10 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
     finally:
         monitor.close()
     end = datetime.now(UTC)
+    # The trained weights, not the mode: a kept attempt must not hold a mode's buffers, graphs or
+    # compiled code while the next attempt builds its own.
+    out["params"] = {k: torch.as_tensor(v).detach().clone() for k, v in trainer.params().items()}
+    del trainer
     timed_steps = step_times[warmup:]
     med, q1, q3 = timing.quantiles(timed_steps)
     spread = quality.spread(timed_steps)
