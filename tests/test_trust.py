@@ -3,6 +3,7 @@ with one clear line: real Snakemake runs (and dry runs) on the tiny data served 
 
 import gzip
 import json
+import os
 import shutil
 
 import pandas as pd
@@ -54,6 +55,22 @@ def test_a_changed_setting_retimes_every_run(finished, change):
     planned = jobs(snakemake(wd, cfg, "-n", "--config", *change, repo=repo))
     assert planned.count("train") == 4 and planned.count("profile") == 1, planned
     assert "aggregate" in planned and "figures" in planned
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: --cores 1 changes no run's threads")
+def test_fewer_cores_retime_every_run(finished):
+    """A train job's threads are capped by --cores, so --cores 1 makes other measurements."""
+    repo, wd, cfg, _ = finished
+    planned = jobs(snakemake(wd, cfg, "-n", "--cores", "1", repo=repo))
+    assert planned.count("train") == 4 and planned.count("profile") == 1, planned
+
+
+def test_a_grid_of_pairs_that_cannot_exist_is_one_line(mirror, tmp_path):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5, devices=["cpu"], modes=["cudagraph"]), "-n", check=False)
+    assert proc.returncode != 0
+    (line,) = config_lines(proc)
+    assert "`modes`" in line and "cudagraph runs only on cuda" in line and "cpu" in line, line
 
 
 def test_a_new_batch_size_trains_only_its_runs(finished):

@@ -79,6 +79,14 @@ PAIRS = [(d, m) for d in DEVICES for m in MODES if mds.exists(m, d)]
 LEFT_OUT = [
     (d, m, mds.why_not(m, d)) for d in DEVICES for m in MODES if not mds.exists(m, d)
 ]
+if not PAIRS:
+    raise key_error(
+        "modes",
+        "no device x mode pair of this grid can exist ("
+        + "; ".join(dict.fromkeys(why for _, _, why in LEFT_OUT))
+        + "): add a mode that runs on "
+        + ", ".join(DEVICES),
+    )
 SLUGS = {devs.slug(d): d for d in DEVICES}
 check_merge_runs()
 
@@ -115,6 +123,16 @@ def train_threads():
     never shares the cpu with another job when running locally; Snakemake caps it at --cores).
     """
     return config["cpu_threads"] or os.cpu_count()
+
+
+def run_threads():
+    """The threads a timed job gets: train_threads(), capped by --cores as Snakemake caps them.
+    A rerun trigger (a run made with other threads is another measurement), so a constant: a
+    params function of `threads` is not stored with the outputs."""
+    try:
+        return min(train_threads(), workflow.cores)
+    except WorkflowError:
+        return train_threads()  # no --cores (e.g. a cluster profile): each job gets them all
 
 
 def device_of(wildcards):
