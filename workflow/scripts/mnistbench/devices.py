@@ -22,6 +22,7 @@ class Kind:
     events: bool  # the step clock records device events (no synchronisation per mark)
     mark_every: int  # steps between clock marks: a mark that synchronises stalls the queue
     profiler: str | None  # torch.profiler activity of its kernels, besides the cpu's
+    nvml: bool  # NVML lists the processes on it (a timed run's GPU neighbours)
     needs_gpu: bool  # a cluster job on it asks Slurm for a GPU
     fixed_autocast: str | None  # amp's dtype where only one makes sense here, else the config's
     fix: str  # what to do when it is absent
@@ -38,6 +39,7 @@ KINDS = {
         events=False,
         mark_every=1,
         profiler=None,
+        nvml=False,
         needs_gpu=False,
         fixed_autocast="bfloat16",
         fix="",
@@ -52,6 +54,7 @@ KINDS = {
         events=True,
         mark_every=1,
         profiler="CUDA",
+        nvml=True,
         needs_gpu=True,
         fixed_autocast=None,
         fix="run on a machine with an NVIDIA GPU and a CUDA build of torch, or remove it from `devices`",
@@ -66,6 +69,7 @@ KINDS = {
         events=False,
         mark_every=16,
         profiler=None,
+        nvml=False,
         needs_gpu=False,
         fixed_autocast=None,
         fix="run on Apple silicon with macOS 12.3+, or remove it from `devices`",

@@ -55,8 +55,10 @@ def _busy_seconds(cpus: set[int]) -> float | None:
 
 
 def _gpu_processes(device: str) -> set[int] | None:
-    """PIDs with a context on this cuda device (NVML), or None where that cannot be known."""
-    if devices.kind(device) != "cuda":
+    """PIDs of other processes with a context on this cuda device (NVML), or None where that cannot
+    be known. This pipeline's idle warm workers are not counted: they hold a context but wait
+    while this run holds the timed slot."""
+    if not devices.spec(device).nvml:
         return None
     try:
         import pynvml
@@ -67,10 +69,23 @@ def _gpu_processes(device: str) -> set[int] | None:
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             if uuid.replace("GPU-", "") in str(pynvml.nvmlDeviceGetUUID(h)):
-                return {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)}
+                pids = {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)}
+                # This process holds a context now; if NVML does not list it, its PIDs are of
+                # another PID namespace (a container) and cannot be matched with ours.
+                if os.getpid() not in pids:
+                    return None
+                return {p for p in pids - {os.getpid()} if not _is_our_worker(p)}
     except Exception:  # no NVML, no permission, an old driver: not knowable here
         return None
     return None
+
+
+def _is_our_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"mnistbench.worker" in f.read()
+    except OSError:
+        return False
 
 
 @dataclass
@@ -138,7 +153,7 @@ class Monitor:
             busy_s=busy,
             other_cores=_other(busy, own, wall),
             own_share=own / (wall * self.threads),
-            gpu_others=sorted(gpu - {os.getpid()}) if gpu is not None else None,
+            gpu_others=sorted(gpu) if gpu is not None else None,
             slices=slices,
         )
         self.epochs.append(e)
