@@ -1,5 +1,6 @@
 from mnistbench import data, devices, files
 from mnistbench.jobs import job
+from mnistbench.worker import timed_slot
 
 with job(snakemake) as log:
     tensors = data.load_raw(snakemake.params.root)
@@ -8,6 +9,7 @@ with job(snakemake) as log:
     rows = []
     for device in snakemake.params.devices:
         devices.check(device)  # on a cluster node, the first place that can tell
-        rows += data.measure_transfer(tensors["train_x"], device)
+        with timed_slot(log=log):  # copies are timed too: never beside a timed run
+            rows += data.measure_transfer(tensors["train_x"], device)
         log(f"measured host->{device} copies")
     files.write_rows(snakemake.output.transfer, data.TRANSFER_COLUMNS, rows)

@@ -9,6 +9,7 @@ import statistics
 import struct
 import tempfile
 import zlib
+from http.client import HTTPException
 from pathlib import Path
 from urllib.error import URLError
 from urllib.parse import urlparse
@@ -80,7 +81,7 @@ def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
             shutil.copyfile(url2pathname(urlparse(url).path), got)
         else:
             download_url(url, folder, filename)
-    except (URLError, OSError, RuntimeError, ValueError) as e:
+    except (URLError, OSError, HTTPException, RuntimeError, ValueError) as e:  # HTTPException: a cut-off reply
         raise _Refused(" ".join(str(getattr(e, "reason", e)).split()) or type(e).__name__) from e
     if not got.exists():
         raise _Refused("nothing was downloaded")
