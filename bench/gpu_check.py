@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 import pandas as pd  # noqa: E402
 import run_workflow  # noqa: E402
 import yaml  # noqa: E402
-from mnistbench import synthetic  # noqa: E402
+from mnistbench import devices, modes, synthetic  # noqa: E402
 
 # The rungs that answer the question: the beginner's code, correct hand-written, nn.Module, graph
 # replay, the GPU's top rung (persistent) and the cpu's (kernel). The whole ladder does not fit in
@@ -92,9 +92,10 @@ def print_tables(summary_dir: Path) -> None:
     table = s.pivot_table(index=["mode", "batch_size"], columns="device", values="samples_per_s_median")
     print("\nsamples/s (median over repeats)")
     print(table.round(0).to_string())
-    if "cuda" in table.columns and "cpu" in table.columns:
-        print("\ncuda / cpu speedup")
-        print((table["cuda"] / table["cpu"]).unstack("batch_size").round(2).to_string())
+    host = devices.HOST
+    for acc in [c for c in table.columns if c != host and host in table.columns]:
+        print(f"\n{acc} / {host} speedup")
+        print((table[acc] / table[host]).unstack("batch_size").round(2).to_string())
     for name in ["fits.csv", "crossover.csv"]:
         f = summary_dir / name
         if f.exists():
@@ -116,11 +117,11 @@ def top_rung(table) -> None:
     rows = []
     for b in sorted(set(table.index.get_level_values("batch_size"))):
         at = table.xs(b, level="batch_size")
-        gpus = [c for c in at.columns if c != "cpu"]
+        gpus = [c for c in at.columns if modes.exists("persistent", c)]
         for gpu in gpus:
             top = at.loc["persistent", gpu] if "persistent" in at.index else float("nan")
             graph = at.loc["cudagraph", gpu] if "cudagraph" in at.index else float("nan")
-            cpu = at["cpu"].dropna() if "cpu" in at.columns else at.iloc[:0, 0]
+            cpu = at[devices.HOST].dropna() if devices.HOST in at.columns else at.iloc[:0, 0]
             best = cpu.idxmax() if len(cpu) else "-"
             rows.append(
                 f"{b:>6} {gpu:>6} {top:>14,.0f} {top / graph:>13.2f} {best:>12} {top / cpu.max() if len(cpu) else float('nan'):>12.2f}"

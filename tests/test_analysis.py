@@ -159,6 +159,15 @@ def test_one_batch_size_gives_a_note_not_a_crash():
     assert "only batch size 64" in words.summary_md(found, CFG, tables["environment"])
 
 
+def test_every_report_page_belongs_to_a_figure_of_the_registry():
+    """A page named for no figure would never reach the report (a renamed figure loses its words)."""
+    runs = synthetic_runs({("cpu", "module"): (50.0, 1.0), ("cpu", "seed"): (120, 3.0)})
+    tables, found = analyse(runs)
+    pages = words.rst_pages(tables, found)
+    assert set(pages) - {"answer"} <= set(figures.FIGURES), set(pages) - {"answer"} - set(figures.FIGURES)
+    assert all(pages[name].strip() for name in ("ladder", "throughput", "speedup"))
+
+
 def test_all_failed_runs_give_a_note_not_a_crash():
     runs = synthetic_runs({("cpu", "module"): (50.0, 1.0)}, sizes=[16, 256], repeats=1)
     runs["status"] = "oom"

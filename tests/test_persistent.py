@@ -188,9 +188,15 @@ def test_kernels_compile_for_hopper_in_fp32_with_weights_in_registers(tmp_path):
     batch-1 kernel whose weights no longer fit in registers."""
     import re
 
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.nvidia.compiler import get_ptxas
-    from triton.compiler import ASTSource
+    # Triton's compiler internals (not its public API) change between releases: where this
+    # Triton's differ from the ones the test is written for (3.x as torch ships it), say so.
+    version = persistent.triton.__version__
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.backends.nvidia.compiler import get_ptxas
+        from triton.compiler import ASTSource
+    except ImportError as e:
+        pytest.skip(f"Triton {version}'s compiler internals differ: {e}")
 
     target = GPUTarget("cuda", 90, 32)
     w = {k: "*fp32" for k in ("w1_ptr", "b1_ptr", "w2_ptr", "b2_ptr", "w3_ptr", "b3_ptr")}
@@ -224,14 +230,22 @@ def test_kernels_compile_for_hopper_in_fp32_with_weights_in_registers(tmp_path):
         ),
     ]
     for fn, sig, consts, opts in kernels:
-        k = persistent.triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=target, options=opts)
+        try:
+            src = ASTSource(fn=fn, signature=sig, constexprs=consts)
+        except TypeError as e:
+            pytest.skip(f"Triton {version}'s ASTSource takes other arguments: {e}")
+        k = persistent.triton.compile(src, target=target, options=opts)
         precisions = set(re.findall(r"inputPrecision = (\w+)", k.asm["ttgir"]))
         assert precisions <= {"ieee"}, (fn.__name__, precisions)
         if fn is persistent._steps_kernel:
             ptx = tmp_path / "k.ptx"
             ptx.write_text(k.asm["ptx"])
+            try:
+                ptxas = get_ptxas(90).path
+            except (TypeError, AttributeError) as e:
+                pytest.skip(f"Triton {version}'s get_ptxas differs: {e}")
             log = subprocess.run(
-                [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", str(ptx), "-o", str(ptx.with_suffix(".cubin"))],
+                [ptxas, "-v", "--gpu-name", "sm_90a", str(ptx), "-o", str(ptx.with_suffix(".cubin"))],
                 capture_output=True,
                 text=True,
                 check=True,
