@@ -21,7 +21,7 @@ from mnistbench.modes import MODES, Unsupported
 # Defaults for a run outside Snakemake (where the schema may not be readable: no pyyaml); the
 # workflow passes its validated config instead. tests/test_cli.py holds them equal to the schema's.
 DEFAULTS = dict(
-    epochs=6,
+    epochs=7,
     train_samples=16384,
     test_samples=2000,
     warmup_steps=20,
