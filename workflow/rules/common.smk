@@ -132,7 +132,8 @@ def run_threads():
     try:
         return min(train_threads(), workflow.cores)
     except WorkflowError:
-        return train_threads()  # no --cores (e.g. a cluster profile): each job gets them all
+        # No --cores (e.g. a cluster profile): each job gets all of train_threads().
+        return train_threads()
 
 
 def device_of(wildcards):
