@@ -119,21 +119,17 @@ PKG = Path(workflow.basedir) / "workflow" / "scripts" / "mnistbench"
 
 
 def train_threads():
-    """Cores a train job takes: cpu_threads, or every core of the machine (so a timed job
-    never shares the cpu with another job when running locally; Snakemake caps it at --cores).
-    """
-    return config["cpu_threads"] or os.cpu_count()
-
-
-def run_threads():
-    """The threads a timed job gets: train_threads(), capped by --cores as Snakemake caps them.
-    A rerun trigger (a run made with other threads is another measurement), so a constant: a
-    params function of `threads` is not stored with the outputs."""
+    """Cores a timed job (train, profile) takes: cpu_threads, or every core of the machine (so a
+    timed job never shares the cpu with another job when running locally), capped by --cores as
+    Snakemake caps them. Also a rerun trigger of those jobs (other threads are another
+    measurement), passed as a constant: a params function of `threads` is not stored with the
+    outputs."""
+    wanted = config["cpu_threads"] or os.cpu_count()
     try:
-        return min(train_threads(), workflow.cores)
+        return min(wanted, workflow.cores)
     except WorkflowError:
-        # No --cores (e.g. a cluster profile): each job gets all of train_threads().
-        return train_threads()
+        # No --cores (e.g. a cluster profile): each job gets what it asks for.
+        return wanted
 
 
 def device_of(wildcards):

@@ -26,6 +26,6 @@ rule profile:
         batch_sizes=sorted({min(BATCH_SIZES), max(BATCH_SIZES)}),
         settings=RUN_SETTINGS,
         code=RUN_CODE,
-        threads=run_threads(),
+        threads=train_threads(),
     script:
         "../scripts/profile_steps.py"

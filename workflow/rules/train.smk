@@ -20,6 +20,6 @@ rule train:
         # Rerun triggers: a run is retimed when a setting it depends on or its code changes.
         settings=RUN_SETTINGS,
         code=RUN_CODE,
-        threads=run_threads(),
+        threads=train_threads(),
     script:
         "../scripts/train.py"

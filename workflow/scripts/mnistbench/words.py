@@ -18,8 +18,8 @@ def us(x) -> str:
     return f"{x:.2g} µs" if x < 10 else f"{x:.0f} µs"
 
 
-def pct(x) -> str:
-    return "n/a" if not np.isfinite(x) else f"{100 * x:.0f} %"
+def pct(x, digits=0) -> str:
+    return "n/a" if not np.isfinite(x) else f"{100 * x:.{digits}f} %"
 
 
 def bs(x) -> str:
@@ -114,7 +114,7 @@ def limit(tables: dict, host, seed, top) -> list[str]:
             ops = f", {p['ops_step'].iloc[0] + p['ops_batch'].iloc[0]:.0f} torch ops per step"
     return [
         f"At batch {b} the beginner's code takes {us(t_seed)} per sample on {host}'s cpu, {times(t_seed / lim)} "
-        f"the arithmetic limit of one of its cores ({us(lim)} per sample, measured): {100 * (1 - lim / t_seed):.1f} % of "
+        f"the arithmetic limit of one of its cores ({us(lim)} per sample, measured): {pct(1 - lim / t_seed, 1)} of "
         f"its time is the fixed cost of a step (Python, dispatch, allocation{ops}), not arithmetic; "
         f"{top['mode']} takes {us(t_top)}, {times(t_top / lim)} the limit."
     ]
