@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mnistbench import synthetic
+from mnistbench import data, synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,6 +44,14 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+def make_tensors(folder: Path, n_train: int, n_test: int) -> Path:
+    """A preload tensor file of a small synthetic MNIST, made by the real download and preload code."""
+    md5 = synthetic.write(folder / "m", n_train=n_train, n_test=n_test)
+    data.download(folder / "d", [f"file://{folder}/m/"], md5, log=lambda m: None)
+    data.save_tensors(data.load_raw(folder / "d"), folder / "t.pt")
+    return folder / "t.pt"
+
+
 def tiny_config(url, md5, **overrides) -> dict:
     cfg = dict(
         devices="auto",
@@ -54,6 +62,7 @@ def tiny_config(url, md5, **overrides) -> dict:
         train_samples=512,
         test_samples=200,
         warmup_steps=2,
+        min_timed_s=0,  # tiny grids: the extra timing epochs are tested on their own
         mnist=dict(mirrors=[url], md5=md5),
     )
     cfg.update(overrides)

@@ -368,10 +368,14 @@ def test_headline_names_the_ladder_and_the_arithmetic_limit():
     assert "the beginner's code trains" in first and "the best rung there, kernel" in first
     assert "At batch 4096 the best is kernel" in first
     kernel1 = 1 / (0.75e-6)
-    factor = float(re.search(r"kernel, [0-9.]+ [kM]? ?\(([0-9.]+)×\)", first).group(1))
+    found_ = re.search(
+        r"kernel, [0-9.]+ [kM]? ?\([0-9.]+–[0-9.]+ [kM]?\) samples/s: ([0-9.]+)× \(([0-9.]+)–([0-9.]+)×\)", first
+    )
+    factor, lo, hi = map(float, found_.groups())
     assert factor == pytest.approx(kernel1 / seed1, rel=0.05)  # the timings carry 2 % noise
+    assert lo <= factor <= hi  # with its 95 % interval
     assert "the arithmetic limit" in second and "0.41 µs" in second and "kernel takes" in second
-    over = float(re.search(r"µs per sample on h1's cpu, ([0-9.]+)×", second).group(1))
+    over = float(re.search(r"µs\) per sample on h1's cpu, ([0-9.]+)× \([0-9.]+–[0-9.]+×\)", second).group(1))
     assert over == pytest.approx(221.4 / 0.41, rel=0.05)  # ~540x the limit
     md = words.summary_md(found, CFG, tables["environment"], tables)
     assert md.index("## The headline") < md.index("## h1")

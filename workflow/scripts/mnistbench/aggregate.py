@@ -4,9 +4,10 @@ merged in by host (pandas). Runs made with different settings never share a summ
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from mnistbench import BenchError, files
+from mnistbench import BenchError, files, uncertainty
 from mnistbench.records import COLUMNS, INTEGER, NUMBER
 
 KEYS = ["host", "device", "mode", "batch_size"]
@@ -196,8 +197,9 @@ def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 
 def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFrame:
     """Per host x device x mode x batch size: median and IQR of samples/s over the usable repeats
-    (status ok, timing verdict in `use`), how many runs were usable, and whether the repeats
-    agree (their median step times within a factor of repeat_spread)."""
+    (status ok, timing verdict in `use`) with the 95 % interval of the median (`_lo`, `_hi`: over
+    processes and the steps within them; none with one usable run), how many runs were usable,
+    and whether the repeats agree (their median step times within a factor of repeat_spread)."""
     ok = usable(runs, use)
     g = ok.groupby(KEYS)
     stats = pd.DataFrame(
@@ -212,6 +214,13 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
         }
     )
     stats["samples_per_s_iqr"] = stats["samples_per_s_q3"] - stats["samples_per_s_q1"]
+    # The 95 % interval of the median samples/s over processes (uncertainty.py); none for one run.
+    bounds = {
+        key: uncertainty.interval(key[KEYS.index("batch_size")] / uncertainty.medians(drawn))
+        for key, drawn in uncertainty.replicates(ok, KEYS).items()
+    }
+    stats["samples_per_s_lo"] = [bounds.get(k, (np.nan, np.nan))[0] for k in stats.index]
+    stats["samples_per_s_hi"] = [bounds.get(k, (np.nan, np.nan))[1] for k in stats.index]
     counts = runs.groupby(KEYS).agg(
         device_name=("device_name", "first"),
         n_runs=("status", "size"),
@@ -220,6 +229,9 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
     )
     counts["n_ok"] = ok.groupby(KEYS).size().reindex(counts.index, fill_value=0)
     out = counts.join(stats, how="left").reset_index()
+    out["interval"] = [
+        "no usable run" if n == 0 else "one usable run: no interval" if n == 1 else "95 %" for n in out["n_ok"]
+    ]
     out["repeats_agree"] = [
         "" if n < 2 or pd.isna(s) else bool(s <= repeat_spread) for n, s in zip(out["n_ok"], out["repeat_spread"])
     ]

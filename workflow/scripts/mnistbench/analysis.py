@@ -11,6 +11,11 @@ Only usable runs count (status ok and a timing verdict in `quality.use`):
 - dataloader: what feeding batches through a DataLoader from host memory costs next to `module`.
 - bandwidth: host->device copies, pinned vs pageable.
 - excluded: the runs left out of all of these, and why; disagreeing repeats.
+
+Every number comes with its 95 % interval (`_lo`, `_hi` columns), computed on the bootstrap
+replicates of uncertainty.py: each derived number is computed again on every replicate of the
+medians it is made of. A ratio whose interval contains 1 is `same_within_noise`: its two sides
+cannot be ranked.
 """
 
 import math
@@ -18,13 +23,34 @@ import math
 import numpy as np
 import pandas as pd
 
-from mnistbench import files, words
+from mnistbench import files, uncertainty, words
 from mnistbench.aggregate import KEYS, check_settings, summarise, usable
 from mnistbench.devices import HOST, host_first
 from mnistbench.modes import MODES
 
 BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader batch copies
 REFERENCE_MODES = ("seed", "module", "manual")  # the mode ladder is compared with the first present
+
+
+# --- the replicates -----------------------------------------------------------------------------
+
+
+def replicates(runs: pd.DataFrame, use=("ok",)) -> dict:
+    """{(host, device, mode, batch_size): drawn runs} of every combination's usable runs."""
+    return uncertainty.replicates(usable(runs, use), KEYS)
+
+
+def _reps(reps: dict, host, device, mode, batch_size) -> np.ndarray:
+    """Replicates of one combination's median step time (all NaN where it has none)."""
+    drawn = reps.get((host, device, mode, int(batch_size)))
+    return uncertainty.medians(drawn) if drawn is not None else np.full(uncertainty.N_BOOT, math.nan)
+
+
+def _bounds(df: pd.DataFrame, column: str, values: list) -> None:
+    """Add the interval columns `<column>_lo`, `<column>_hi` from one replicate array per row."""
+    pairs = [uncertainty.interval(v) for v in values]
+    df[f"{column}_lo"] = [p[0] for p in pairs] if pairs else []
+    df[f"{column}_hi"] = [p[1] for p in pairs] if pairs else []
 
 
 # --- the fit ------------------------------------------------------------------------------------
@@ -109,10 +135,31 @@ def fit_line(x, y) -> dict:
     return out
 
 
-def fits(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
-    """Per host x device x mode: a (µs per step), b (µs per sample) and the fit's quality;
-    `trusted` says whether a sentence may quote it. Combinations without a usable run get a row
-    with a note, not a fit."""
+def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> dict:
+    """{(host, device, mode): (a, b) replicates in seconds}: the fit of fit_line made again on
+    every replicate's drawn runs (NaN where a batch size has fewer than two usable runs)."""
+    reps = replicates(runs, use) if reps is None else reps
+    out = {}
+    for (host, device, mode), g in usable(runs, use).groupby(["host", "device", "mode"], sort=True):
+        sizes = sorted(set(g["batch_size"]))
+        if len(sizes) < 2:
+            continue
+        parts = [reps[(host, device, mode, int(b))] for b in sizes]
+        Y = np.concatenate(parts, axis=1)
+        x = np.concatenate([np.full(p.shape[1], float(b)) for b, p in zip(sizes, parts)])
+        if np.isnan(Y).any():
+            nan = np.full(len(Y), math.nan)
+            out[(host, device, mode)] = (nan, nan)
+        else:
+            out[(host, device, mode)] = uncertainty.fit_many(x, Y)
+    return out
+
+
+def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.DataFrame:
+    """Per host x device x mode: a (µs per step), b (µs per sample), their intervals and the
+    fit's quality; `trusted` says whether a sentence may quote it. Combinations without a usable
+    run get a row with a note, not a fit."""
+    fit_reps = fit_replicates(runs, use) if fit_reps is None else fit_reps
     rows = []
     for (host, device, mode), g in runs.groupby(["host", "device", "mode"], sort=True):
         ok = usable(g, use)
@@ -121,6 +168,8 @@ def fits(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
             why = sorted(set(g["status"]) - {"ok"}) or sorted(set(g["quality"].astype(str)))
             f["note"] = f"no successful run with a usable timing (status or timing: {', '.join(why)})"
         a, b = f.pop("a"), f.pop("b")
+        ra, rb = fit_reps.get((host, device, mode), (np.full(1, math.nan), np.full(1, math.nan)))
+        (a_lo, a_hi), (b_lo, b_hi) = uncertainty.interval(ra * 1e6), uncertainty.interval(rb * 1e6)
         rows.append(
             dict(
                 host=host,
@@ -128,7 +177,11 @@ def fits(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
                 device_name=g["device_name"].iloc[0],
                 mode=mode,
                 a_us=a * 1e6,
+                a_us_lo=a_lo,
+                a_us_hi=a_hi,
                 b_us=b * 1e6,
+                b_us_lo=b_lo,
+                b_us_hi=b_hi,
                 # Below this batch size the fixed cost is more than half of a step.
                 overhead_bound_below=a / b if b > 0 else math.inf if a > 0 else math.nan,
                 **f,
@@ -140,7 +193,11 @@ def fits(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
         "device_name",
         "mode",
         "a_us",
+        "a_us_lo",
+        "a_us_hi",
         "b_us",
+        "b_us_lo",
+        "b_us_hi",
         "overhead_bound_below",
         "n_points",
         "n_batch_sizes",
@@ -164,9 +221,11 @@ def medians(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     return ok.groupby(KEYS, as_index=False)["step_time_median_s"].median()
 
 
-def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.DataFrame:
     """For every accelerator x mode with a cpu run of the same mode on the same host: where the
-    fitted lines cross, and what the measured points say."""
+    fitted lines cross with its interval (over the fits' replicates; `verdict_share` is the share
+    of replicates with the same verdict), and what the measured points say."""
+    fit_reps = fit_replicates(runs, use) if fit_reps is None else fit_reps
     med = medians(runs, use)
     rows = []
     for _, acc in fit[fit["device"] != HOST].iterrows():
@@ -179,6 +238,12 @@ def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",)) -> pd.DataFram
         cpu = cpu.iloc[0]
         row.update(cpu_a_us=cpu["a_us"], cpu_b_us=cpu["b_us"])
         row.update(_fit_crossover(acc["a_us"], acc["b_us"], cpu["a_us"], cpu["b_us"]))
+        acc_ab, cpu_ab = (
+            fit_reps.get((acc["host"], acc["device"], acc["mode"])),
+            fit_reps.get((acc["host"], HOST, acc["mode"])),
+        )
+        if acc_ab is not None and cpu_ab is not None:
+            row.update(_crossover_interval(*acc_ab, *cpu_ab, row["verdict"]))
         row.update(_measured_crossover(med, acc["host"], acc["device"], acc["mode"], row))
         rows.append(row)
     cols = [
@@ -187,6 +252,9 @@ def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",)) -> pd.DataFram
         "mode",
         "verdict",
         "crossover_batch_size",
+        "crossover_batch_size_lo",
+        "crossover_batch_size_hi",
+        "verdict_share",
         "measured_last_slower",
         "measured_first_faster",
         "fit_agrees",
@@ -211,6 +279,27 @@ def _fit_crossover(a, b, ca, cb) -> dict:
     return dict(
         verdict="slower below, faster above" if da > 0 else "faster below, slower above", crossover_batch_size=cross
     )
+
+
+def _crossover_interval(a, b, ca, cb, verdict) -> dict:
+    """The crossover on every replicate of the two fits: a replicate where the accelerator is
+    faster at every batch size crosses at 0, one where it is slower at every size never (inf)."""
+    da, db = a - ca, cb - b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.where((da > 0) & (db > 0), da / db, np.where(da >= 0, math.inf, 0.0))
+    cross[np.isnan(da) | np.isnan(db)] = math.nan
+    kinds = np.where(
+        (da <= 0) & (db >= 0),
+        "faster at every batch size",
+        np.where(
+            (da >= 0) & (db <= 0),
+            "slower at every batch size",
+            np.where(da > 0, "slower below, faster above", "faster below, slower above"),
+        ),
+    )
+    lo, hi = uncertainty.interval(cross)
+    share = float(np.mean(kinds == verdict)) if not np.isnan(cross).any() else math.nan
+    return dict(crossover_batch_size_lo=lo, crossover_batch_size_hi=hi, verdict_share=share)
 
 
 def _measured_crossover(med, host, device, mode, row) -> dict:
@@ -238,12 +327,15 @@ def reference_mode(modes) -> str:
     return next((m for m in REFERENCE_MODES if m in present), sorted(present)[0])
 
 
-def speedup(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
-    """speedup = baseline step time / step time, at the same host and batch size.
+def speedup(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.DataFrame:
+    """speedup = baseline step time / step time, at the same host and batch size, with its
+    interval and whether that contains 1 (`same_within_noise`: the two cannot be ranked).
 
     kind 'device': each accelerator over the cpu, same mode. kind 'mode': each mode over the
-    reference mode (seed, the beginner's code, when it ran), same device.
+    reference mode (seed, the beginner's code, when it ran), same device. kind 'best': each
+    accelerator's fastest rung over the cpu's fastest rung.
     """
+    reps = replicates(runs, use) if reps is None else reps
     med = medians(runs, use)
     cols = [
         "kind",
@@ -256,6 +348,9 @@ def speedup(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
         "step_time_s",
         "baseline_step_time_s",
         "speedup",
+        "speedup_lo",
+        "speedup_hi",
+        "same_within_noise",
     ]
     if med.empty:
         return pd.DataFrame(columns=cols)
@@ -266,8 +361,21 @@ def speedup(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     base = med[med["mode"] == ref].rename(columns={"step_time_median_s": "baseline_step_time_s"})
     lad = med.merge(base.drop(columns="mode"), on=["host", "device", "batch_size"])
     lad = lad.assign(kind="mode", baseline_device=lad["device"], baseline_mode=ref)
-    out = pd.concat([dev, lad], ignore_index=True).rename(columns={"step_time_median_s": "step_time_s"})
+    fastest = med.loc[med.groupby(["host", "device", "batch_size"])["step_time_median_s"].idxmin()]
+    top_cpu = fastest[fastest["device"] == HOST].rename(
+        columns={"step_time_median_s": "baseline_step_time_s", "mode": "baseline_mode"}
+    )
+    top = fastest[fastest["device"] != HOST].merge(top_cpu.drop(columns="device"), on=["host", "batch_size"])
+    top = top.assign(kind="best", baseline_device=HOST)
+    out = pd.concat([dev, lad, top], ignore_index=True).rename(columns={"step_time_median_s": "step_time_s"})
     out["speedup"] = out["baseline_step_time_s"] / out["step_time_s"]
+    ratios = [
+        _reps(reps, r["host"], r["baseline_device"], r["baseline_mode"], r["batch_size"])
+        / _reps(reps, r["host"], r["device"], r["mode"], r["batch_size"])
+        for _, r in out.iterrows()
+    ]
+    _bounds(out, "speedup", ratios)
+    out["same_within_noise"] = [uncertainty.same_within_noise(r) for r in ratios]
     return out[cols].sort_values(["kind", "host", "device", "mode", "batch_size"], ignore_index=True)
 
 
@@ -331,14 +439,16 @@ def copy_seconds(bw: pd.DataFrame, host, device, nbytes) -> float:
     return r["latency_us"] * 1e-6 + nbytes / (r["fit_gb_per_s"] * 1e9)
 
 
-def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("ok",), reps=None) -> pd.DataFrame:
     """What the DataLoader path costs per step next to `module` (the same model fed from tensors
     already on the device), per host x device x batch size.
 
     extra_share: (dataloader step - module step) / dataloader step, from the timed runs.
     copy_share: the host->device copy alone (predicted from the preload's copy timings) over the
     dataloader step. profiled_*_share: the batch fetch's share of a profiled step, for both modes.
+    extra_share_lo/hi: its interval over the replicates of both medians.
     """
+    reps = replicates(runs, use) if reps is None else reps
     med = medians(runs, use)
     cols = [
         "host",
@@ -348,6 +458,8 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
         "dataloader_step_us",
         "extra_us",
         "extra_share",
+        "extra_share_lo",
+        "extra_share_hi",
         "copy_us",
         "copy_share",
         "profiled_dataloader_share",
@@ -363,6 +475,14 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
     both["dataloader_step_us"] = both["step_time_median_s_dl"] * 1e6
     both["extra_us"] = both["dataloader_step_us"] - both["module_step_us"]
     both["extra_share"] = both["extra_us"] / both["dataloader_step_us"]
+    _bounds(
+        both,
+        "extra_share",
+        [
+            1 - _reps(reps, h, d, "module", b) / _reps(reps, h, d, "dataloader", b)
+            for h, d, b in zip(both["host"], both["device"], both["batch_size"])
+        ],
+    )
     both["copy_us"] = [
         copy_seconds(bw, h, d, b * BYTES_PER_SAMPLE) * 1e6
         for h, d, b in zip(both["host"], both["device"], both["batch_size"])
@@ -391,11 +511,16 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
 # --- the ladder ---------------------------------------------------------------------------------
 
 
-def ladder(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.DataFrame:
     """Every rung's median samples/s on each host x device at the smallest and the largest batch
     size of that device's grid, in ladder order, and its factor over the beginner's code (`seed`)
-    at the same batch size (NaN where seed did not run)."""
-    cols = ["host", "device", "point", "batch_size", "rung", "mode", "samples_per_s", "over_seed"]
+    at the same batch size (NaN where seed did not run), each with its interval; `same_as_best`:
+    the interval of the fastest rung's samples/s over this one's contains 1. An accelerator's
+    fastest rung also carries its factor over the cpu's fastest (`over_cpu_best`)."""
+    reps = replicates(runs, use) if reps is None else reps
+    cols = ["host", "device", "point", "batch_size", "rung", "mode", "samples_per_s", "samples_per_s_lo"]
+    cols += ["samples_per_s_hi", "over_seed", "over_seed_lo", "over_seed_hi", "same_as_best"]
+    cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"]
     med = usable(runs, use).groupby(KEYS, as_index=False)["samples_per_s"].median()
     rows = []
     for host in sorted(set(runs["host"])):
@@ -407,9 +532,14 @@ def ladder(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
                     break  # one batch size: one point
                 here = med[(med["host"] == host) & (med["device"] == device) & (med["batch_size"] == b)]
                 rate = dict(zip(here["mode"], here["samples_per_s"]))
+                step = {m: _reps(reps, host, device, m, b) for m in rate}
+                top = max(rate, key=rate.get) if rate else None
                 for rung, mode in enumerate(MODES):
                     if mode in rate:
                         over = rate[mode] / rate["seed"] if "seed" in rate else math.nan
+                        nan = np.full(uncertainty.N_BOOT, math.nan)
+                        sps_lo, sps_hi = uncertainty.interval(b / step[mode])
+                        over_lo, over_hi = uncertainty.interval(step["seed"] / step[mode] if "seed" in rate else nan)
                         rows.append(
                             dict(
                                 host=host,
@@ -419,10 +549,36 @@ def ladder(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
                                 rung=rung,
                                 mode=mode,
                                 samples_per_s=rate[mode],
+                                samples_per_s_lo=sps_lo,
+                                samples_per_s_hi=sps_hi,
                                 over_seed=over,
+                                over_seed_lo=over_lo,
+                                over_seed_hi=over_hi,
+                                same_as_best=uncertainty.same_within_noise(step[mode] / step[top]),
                             )
                         )
-    return pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=cols)
+    _over_cpu_best(out, reps)
+    return out
+
+
+def _over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
+    """On each accelerator's fastest rung: its samples/s over the cpu's fastest rung at the same
+    host and batch size (`over_cpu_best`, with its interval)."""
+    for c in ("over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"):
+        lad[c] = math.nan
+    for (host, b), g in lad.groupby(["host", "batch_size"]):
+        cpu = g[g["device"] == HOST]
+        if cpu.empty:
+            continue
+        c = cpu.loc[cpu["samples_per_s"].idxmax()]
+        for device, d in g[g["device"] != HOST].groupby("device"):
+            a = d.loc[d["samples_per_s"].idxmax()]
+            ratio = _reps(reps, host, HOST, c["mode"], b) / _reps(reps, host, device, a["mode"], b)
+            lad.loc[a.name, ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"]] = [
+                a["samples_per_s"] / c["samples_per_s"],
+                *uncertainty.interval(ratio),
+            ]
 
 
 # --- what the analysis left out -----------------------------------------------------------------
@@ -456,15 +612,17 @@ def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
     q = cfg.get("quality") or {}
     use = tuple(q.get("use", ["ok"]))
     bw = bandwidth(transfer)
-    fit = fits(runs, use)
+    reps = replicates(runs, use)
+    fit_reps = fit_replicates(runs, use, reps)
+    fit = fits(runs, use, fit_reps)
     tables = dict(
         runs=runs,
         fits=fit,
-        crossover=crossover(fit, runs, use),
-        speedup=speedup(runs, use),
-        ladder=ladder(runs, use),
+        crossover=crossover(fit, runs, use, fit_reps),
+        speedup=speedup(runs, use, reps),
+        ladder=ladder(runs, use, reps),
         bandwidth=bw,
-        dataloader=dataloader(runs, bw, prof, use),
+        dataloader=dataloader(runs, bw, prof, use, reps),
         profile=prof,
         environment=env,
         excluded=excluded(runs, use),

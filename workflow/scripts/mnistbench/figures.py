@@ -23,10 +23,11 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
-from mnistbench import files  # noqa: E402
+from mnistbench import files, uncertainty  # noqa: E402
+from mnistbench.aggregate import KEYS  # noqa: E402
 from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
 from mnistbench.modes import MODES  # noqa: E402
-from mnistbench.words import rate, times  # noqa: E402
+from mnistbench.words import rate, times, with_ci  # noqa: E402
 
 # --- one look -----------------------------------------------------------------------------------
 
@@ -188,9 +189,10 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
                     bar.set_gid(f"{device}|{d.index[list(bars).index(bar)]}")
                 labels = [times(v) if np.isfinite(v) else "" for v in d["over_seed"]]
                 ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
+                interval_bars(ax, pos, d)
             b = p["batch_size"].iloc[0] if len(p) else ""
             ax.set_xticks(range(len(modes)), modes, rotation=30, ha="right")
-            ax.set(yscale="log", xlabel="rung (ladder order)", ylabel="samples / s (median)")
+            ax.set(yscale="log", xlabel="rung (ladder order)", ylabel="samples / s (median, 95 % interval)")
             log_ticks(ax, "y")
             ax.set_title(f"batch {b}" + (f" — {host}" if len(hosts) > 1 else ""))
             ax.grid(False, axis="x")
@@ -203,9 +205,24 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+def interval_bars(ax, pos, d: pd.DataFrame) -> None:
+    """The 95 % interval of each bar's median as a black whisker; a bar without one (one usable
+    run) gets none."""
+    if "samples_per_s_lo" not in d.columns:
+        return
+    have = d["samples_per_s_lo"].notna() & d["samples_per_s_hi"].notna()
+    if not have.any():
+        return
+    y = d["samples_per_s"][have]
+    err = np.array([(y - d["samples_per_s_lo"][have]).clip(lower=0), (d["samples_per_s_hi"][have] - y).clip(lower=0)])
+    x = [p for p, h in zip(pos, have) if h]
+    bars = ax.errorbar(x, y, yerr=err, fmt="none", ecolor="black", elinewidth=1.2, capsize=0)
+    bars.lines[2][0].set_gid("interval")
+
+
 def ladder_finding(lad: pd.DataFrame) -> str:
-    """The ladder's title: the climb on each device at the smallest batch, and where an
-    accelerator ran, how it compares with the cpu there and at the largest batch."""
+    """The ladder's title: the climb on each device at the smallest batch and, where an
+    accelerator ran, its best rung against the cpu's best at both batch sizes, with 95 % intervals."""
     parts = []
     host = sorted(set(lad["host"]))[0]
     h = lad[lad["host"] == host]
@@ -213,17 +230,17 @@ def ladder_finding(lad: pd.DataFrame) -> str:
         s = h[(h["device"] == device) & (h["point"] == "smallest")]
         top = s.loc[s["samples_per_s"].idxmax()] if len(s) else None
         if top is not None and np.isfinite(top["over_seed"]):
-            parts.append(f"{device}: {times(top['over_seed'])} from the beginner's code at batch {top['batch_size']}")
+            factor = with_ci(top["over_seed"], top.get("over_seed_lo"), top.get("over_seed_hi"), times)
+            parts.append(f"{device}: {factor} from the beginner's code at batch {top['batch_size']} ({top['mode']})")
         elif top is not None:
             parts.append(f"{device}: best at batch {top['batch_size']} is {top['mode']}")
     accelerators = [d for d in host_first(h["device"]) if d != HOST]
     for device in accelerators[:1]:
         for point in ("smallest", "largest"):
-            a = h[(h["device"] == device) & (h["point"] == point)]
-            c = h[(h["device"] == HOST) & (h["point"] == point)]
-            if len(a) and len(c) and a["batch_size"].iloc[0] == c["batch_size"].iloc[0]:
-                ratio = a["samples_per_s"].max() / c["samples_per_s"].max()
-                parts.append(f"best {device} = {times(ratio)} best cpu at batch {a['batch_size'].iloc[0]}")
+            a = h[(h["device"] == device) & (h["point"] == point) & h["over_cpu_best"].notna()]
+            for _, r in a.iterrows():
+                factor = with_ci(r["over_cpu_best"], r["over_cpu_best_lo"], r["over_cpu_best_hi"], times)
+                parts.append(f"best {device} = {factor} best cpu at batch {r['batch_size']}")
     return "; ".join(parts) or "The mode ladder"
 
 
@@ -233,7 +250,7 @@ def ladder_finding(lad: pd.DataFrame) -> str:
 @figure("Throughput", "samples/s vs batch size", inputs=("runs", "fits"), options=("use",))
 def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figure:
     """samples/s against batch size, log-log; colour = device, marker = mode; median over the
-    usable repeats with the interquartile range as a band, and the fitted B / (a + b·B) as a thin
+    usable repeats with its 95 % interval (uncertainty.py) as a band, and the fitted B / (a + b·B) as a thin
     dotted curve. Runs left out of the analysis (a noisy or short timing) are drawn hollow. One
     panel per host. With a single device, colour goes to the mode too (one colour would hide
     which line is which) and the device moves to the title."""
@@ -262,11 +279,17 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
             style_order=[m for m in modes if m in set(h["mode"])],
             markers={m: MODE_MARKER[m] for m in modes},
             estimator="median",
-            errorbar=("pi", 50),
+            errorbar=None,
             dashes=True,
             palette=colour,
             ax=ax,
         )
+        for (device, mode), g in h.groupby(["device", "mode"]):
+            band = interval_band(g)
+            if band is not None:
+                c = colour.get(device if hue == "device" else mode, "grey")
+                fill = ax.fill_between(*band, color=c, alpha=0.2, lw=0)
+                fill.set_gid("interval")
         hl = left[left["host"] == host]
         for _, r in hl.iterrows():  # left out of the analysis: hollow, not connected
             c = colour.get(r[hue], "grey")
@@ -280,7 +303,7 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
             step = (f["a_us"] + f["b_us"] * xs) * 1e-6
             (line,) = ax.plot(xs, xs / step, ls=":", lw=1.0, alpha=0.8, color=colour.get(f[hue], "grey"))
             line.set_gid("fit")
-        ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="samples / s (median, IQR band)")
+        ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="samples / s (median, 95 % interval band)")
         log_ticks(ax, "x", ticks=h["batch_size"])
         log_ticks(ax, "y")
         ax.set_title(f"{title} — {host}" if len(hosts) > 1 else title)
@@ -295,6 +318,18 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
     fig.suptitle(throughput_finding(ok))
     fig.tight_layout()
     return fig
+
+
+def interval_band(g: pd.DataFrame):
+    """(batch sizes, lo, hi) of one line's 95 % intervals of the median samples/s, from the same
+    replicates as the tables; None where no batch size has one."""
+    b = KEYS.index("batch_size")
+    reps = uncertainty.replicates(g, KEYS)
+    keys = sorted(reps, key=lambda k: k[b])
+    bounds = [uncertainty.interval(k[b] / uncertainty.medians(reps[k])) for k in keys]
+    if all(np.isnan(lo) for lo, _ in bounds):
+        return None
+    return [k[b] for k in keys], [lo for lo, _ in bounds], [hi for _, hi in bounds]
 
 
 def throughput_finding(ok: pd.DataFrame) -> str:

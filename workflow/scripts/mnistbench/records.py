@@ -10,7 +10,8 @@ WHAT = ["host", "device", "device_name", "mode", "batch_size", "repeat"]
 # status: ok, diverged, oom, unsupported, error; quality: the timing's verdict (ok, noisy,
 # few_steps); each with its reason. attempts = timings made (retimes + 1).
 OUTCOME = ["status", "message", "quality", "quality_note", "attempts"]
-SIZES = ["epochs", "train_samples", "steps", "warmup_steps", "timed_steps", "steps_per_call"]
+# timed_epochs: the configured epochs and any more timed to reach min_timed_s.
+SIZES = ["epochs", "timed_epochs", "train_samples", "steps", "warmup_steps", "timed_steps", "steps_per_call"]
 # The steady-state step time over the timed steps, and one-off and whole-epoch times.
 TIMING = [
     "step_time_median_s",
@@ -23,14 +24,27 @@ TIMING = [
     "steady_epoch_s",
     "total_train_s",
 ]
+# The medians of contiguous blocks of the timed steps, space-separated: what the bootstrap
+# (uncertainty.py) resamples within a run, carried in runs.csv so merged machines get intervals too.
+BLOCKS = ["step_time_blocks_s"]
 LEARNING = ["initial_loss", "final_loss", "test_loss", "test_accuracy", "time_to_target_s"]
 # What else the machine did while the kept timing ran.
 MACHINE = ["other_cores", "own_cpu_share", "gpu_others", "load_avg_start", "load_avg_end", "start_utc", "end_utc"]
 # The settings and code that produced it.
 PROVENANCE = ["loss", "init", "lr", "seed", "threads", "torch_version", "settings", "code"]
-COLUMNS = WHAT + OUTCOME + SIZES + TIMING + LEARNING + MACHINE + PROVENANCE
+COLUMNS = WHAT + OUTCOME + SIZES + TIMING + BLOCKS + LEARNING + MACHINE + PROVENANCE
 # Columns that hold numbers (another machine's runs.csv is checked against them).
-INTEGER = ["batch_size", "repeat", "attempts", "epochs", "train_samples", "steps", "warmup_steps", "timed_steps"]
+INTEGER = [
+    "batch_size",
+    "repeat",
+    "attempts",
+    "epochs",
+    "timed_epochs",
+    "train_samples",
+    "steps",
+    "warmup_steps",
+    "timed_steps",
+]
 NUMBER = TIMING + LEARNING + ["other_cores", "own_cpu_share", "lr", "threads"]
 
 

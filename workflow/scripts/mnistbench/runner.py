@@ -26,6 +26,7 @@ SETTINGS = (
     "train_samples",
     "test_samples",
     "warmup_steps",
+    "min_timed_s",
     "seed",
     "target_accuracy",
     "retime",

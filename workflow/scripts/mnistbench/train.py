@@ -14,17 +14,18 @@ from pathlib import Path
 
 import torch
 
-from mnistbench import BenchError, devices, env, model, quality, records, runner, timing
+from mnistbench import BenchError, devices, env, model, quality, records, runner, timing, uncertainty
 from mnistbench.data import load_tensors
 from mnistbench.modes import MODES, Unsupported
 
 # Defaults for a run outside Snakemake (where the schema may not be readable: no pyyaml); the
 # workflow passes its validated config instead. tests/test_cli.py holds them equal to the schema's.
 DEFAULTS = dict(
-    epochs=7,
+    epochs=4,
     train_samples=16384,
     test_samples=2000,
     warmup_steps=20,
+    min_timed_s=1.0,
     cpu_threads=0,
     seed=0,
     target_accuracy=0.9,
@@ -44,11 +45,18 @@ DEFAULTS = dict(
 # every number stayed finite; one whose test accuracy is at chance (no better than always
 # answering the test set's most common digit) and whose loss did not fall learned nothing.
 BLOWUP = 10.0
+# Extra timing epochs (to reach min_timed_s) stop here even if the run is still shorter: a run that
+# needs more than this many epochs of its data says so in its quality note.
+MAX_EPOCHS = 1000
 # What the kept attempt gives the row (setup_s is the first attempt's: the coldest one-off cost).
 KEPT = [
     "quality",
+    "steps",
+    "timed_steps",
+    "timed_epochs",
     "steps_per_call",
     *records.TIMING,
+    *records.BLOCKS,
     "test_loss",
     "test_accuracy",
     "time_to_target_s",
@@ -190,9 +198,19 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
     monitor = quality.Monitor(device, torch.get_num_threads())
     steps_per_epoch = n // batch_size
     step_times, epoch_times, epochs, cum, time_to_target = [], [], [], 0.0, None
+    learned = None  # the weights after the configured epochs: the run's learning is judged on them
     load_start, start = quality.load_average(), datetime.now(UTC)
     try:
-        for epoch in range(1, cfg["epochs"] + 1):
+        epoch = 0
+        while True:
+            epoch += 1
+            # Past the configured epochs, more epochs of the same data are timed (training goes on)
+            # until the timed steps add up to min_timed_s, so that every run's interference check
+            # and interval rest on enough time; the learning figures stay those of the configured
+            # epochs.
+            extra = epoch > cfg["epochs"]
+            if extra and (cum >= cfg["min_timed_s"] or epoch > MAX_EPOCHS):
+                break
             batches = trainer.epoch(data, order(epoch))  # reordering happens here, before the clock
             monitor.start()
             epoch_s, intervals = timing.timed_epoch(trainer.step, batches, clock)
@@ -202,6 +220,8 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
             step_times += intervals
             epoch_times.append(epoch_s)
             cum += epoch_s
+            if extra:
+                continue
             test_loss, acc = model.evaluate(trainer.params(), *test, m["loss"])
             epochs.append(dict(epoch=epoch, train_s=epoch_s, cum_train_s=cum, test_loss=test_loss, test_accuracy=acc))
             other = evidence["other_cores"]
@@ -216,17 +236,38 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
                 out.update(status="diverged", message=f"loss became {test_loss} in epoch {epoch}; lower model.lr")
                 out.update(first_epoch_s=epoch_times[0], total_train_s=cum, test_loss=test_loss)
                 break
+            if epoch == cfg["epochs"]:
+                learned = _weights(trainer)
+        timed_epochs = len(epoch_times)
+        if timed_epochs > cfg["epochs"] and out["status"] == "ok":
+            log(
+                f"timed {timed_epochs - cfg['epochs']} more epoch(s) of the same data to reach min_timed_s = "
+                f"{cfg['min_timed_s']} s: {cum:.3f} s timed in {timed_epochs} epochs"
+            )
+            last_loss, _ = model.evaluate(trainer.params(), *test, m["loss"])
+            if not math.isfinite(last_loss):
+                out.update(
+                    status="diverged",
+                    message=f"loss became {last_loss} in the extra timing epochs; lower model.lr or min_timed_s",
+                    first_epoch_s=epoch_times[0],
+                    total_train_s=cum,
+                    test_loss=last_loss,
+                )
     finally:
         monitor.close()
     end = datetime.now(UTC)
     # The trained weights, not the mode: a kept attempt must not hold a mode's buffers, graphs or
     # compiled code while the next attempt builds its own.
-    out["params"] = {k: torch.as_tensor(v).detach().clone() for k, v in trainer.params().items()}
+    out["params"] = learned if learned is not None else _weights(trainer)
     del trainer
     timed_steps = step_times[warmup:]
     med, q1, q3 = timing.quantiles(timed_steps)
     spread = quality.spread(timed_steps)
     verdict, note, score = quality.verdict(monitor.epochs, len(timed_steps), spread, cfg)
+    if cum < cfg["min_timed_s"] and timed_epochs >= MAX_EPOCHS and out["status"] == "ok":
+        note = "; ".join(
+            filter(None, [note, f"timed only {cum:.3g} s in {timed_epochs} epochs, under min_timed_s (the cap)"])
+        )
     measured = quality.windows(monitor.epochs)
     wall = sum(e["wall_s"] for e in monitor.epochs) or math.nan
     gpu = sorted({p for e in monitor.epochs for p in (e["gpu_others"] or [])})
@@ -245,6 +286,9 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
         start_utc=start.isoformat(timespec="milliseconds"),
         end_utc=end.isoformat(timespec="milliseconds"),
         step_spread=spread,
+        steps=len(step_times),
+        timed_steps=len(timed_steps),
+        timed_epochs=timed_epochs,
     )
     if out["status"] != "ok":
         return out
@@ -257,11 +301,16 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
         first_epoch_s=epoch_times[0],
         steady_epoch_s=timing.quantiles(steady)[0] if steady else "",
         total_train_s=cum,
+        step_time_blocks_s=" ".join(f"{v:.6g}" for v in uncertainty.blocks(timed_steps)),
         test_loss=test_loss,
         test_accuracy=acc,
         time_to_target_s="" if time_to_target is None else time_to_target,
     )
     return out
+
+
+def _weights(trainer) -> dict:
+    return {k: torch.as_tensor(v).detach().clone() for k, v in trainer.params().items()}
 
 
 def main(argv=None):
@@ -275,6 +324,7 @@ def main(argv=None):
     p.add_argument("--train-samples", type=int, default=DEFAULTS["train_samples"])
     p.add_argument("--test-samples", type=int, default=DEFAULTS["test_samples"])
     p.add_argument("--warmup-steps", type=int, default=DEFAULTS["warmup_steps"])
+    p.add_argument("--min-timed-s", type=float, default=DEFAULTS["min_timed_s"], help="fewest seconds timed")
     p.add_argument("--threads", type=int, default=0, help="cpu threads, 0 = all cores")
     p.add_argument("--retime", type=int, default=DEFAULTS["retime"], help="timings made again when noisy")
     p.add_argument("--loss", default="cross_entropy", choices=model.LOSSES)
@@ -288,6 +338,7 @@ def main(argv=None):
         train_samples=a.train_samples,
         test_samples=a.test_samples,
         warmup_steps=a.warmup_steps,
+        min_timed_s=a.min_timed_s,
         cpu_threads=a.threads,
         retime=a.retime,
         model=dict(DEFAULTS["model"], loss=a.loss, init=a.init, lr=a.lr),

@@ -1,6 +1,8 @@
 """The numbers of analysis.py in plain words: one sentence per fact, said once, used by both
 results/summary.md and the report (its workflow page and the text beside each figure)."""
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -41,13 +43,39 @@ def times(x) -> str:
     return "n/a" if not np.isfinite(x) else f"{x:.2g}×" if x < 10 else f"{x:.0f}×"
 
 
+def _unit(text: str) -> str:
+    """What follows the number: '218×' -> '×', '1.2 M' -> ' M', '35 µs' -> ' µs', '926' -> ''."""
+    return re.sub(r"^[-0-9.,e+]+", "", text)
+
+
+def ci(lo, hi, fmt) -> str:
+    """The 95 % interval in words: ' (218–245×)'; where a number has none (one usable run),
+    says so. fmt formats one number (times, rate, us, bs, pct)."""
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return " (no interval: one usable run)"
+    low, high = fmt(lo), fmt(hi) if np.isfinite(hi) else "∞"
+    if _unit(low) == _unit(high):  # '218–245×', '4.58–4.94 k': the unit once
+        low = low.removesuffix(_unit(low))
+    return f" ({low}–{high})"
+
+
+def with_ci(x, lo, hi, fmt) -> str:
+    """'231× (218–245×)': a number and its 95 % interval."""
+    return fmt(x) + ci(lo, hi, fmt)
+
+
+def yes(v) -> bool:
+    """A True in a table column that may also hold NaN (no interval), or 'True' read from a CSV."""
+    return v is True or isinstance(v, np.bool_) and bool(v) or v == "True"
+
+
 def share(r) -> str:
     """The DataLoader's extra share of a step, in words; a negative difference is noise."""
     if not np.isfinite(r["extra_us"]):
         return "n/a"
     if r["extra_us"] < 0:
         return "nothing measurable (it timed faster than module)"
-    return f"{pct(r['extra_share'])} ({us(r['extra_us'])})"
+    return f"{pct(r['extra_share'])}{ci(r.get('extra_share_lo', np.nan), r.get('extra_share_hi', np.nan), pct)}, {us(r['extra_us'])}"
 
 
 # --- the headline -------------------------------------------------------------------------------
@@ -58,10 +86,31 @@ def best(ladder: pd.DataFrame, host, device, point) -> pd.Series | None:
     return None if g.empty else g.loc[g["samples_per_s"].idxmax()]
 
 
+def rung_rate(r, lad) -> str:
+    """'kernel, 1.04 M samples/s (0.98–1.1 M)', naming the rungs it cannot be told apart from."""
+    ties = tied(r, lad)
+    also = f" ({', '.join(ties)} the same within noise)" if ties else ""
+    return f"{r['mode']}{also}, {with_ci(r['samples_per_s'], r['samples_per_s_lo'], r['samples_per_s_hi'], rate)} samples/s"
+
+
+def tied(r, lad) -> list[str]:
+    """The other rungs at r's host, device and batch size whose samples/s cannot be told apart
+    from the fastest's (set by analysis.ladder)."""
+    g = lad[(lad["host"] == r["host"]) & (lad["device"] == r["device"]) & (lad["point"] == r["point"])]
+    return [m for m, same in zip(g["mode"], g["same_as_best"]) if yes(same) and m != r["mode"]]
+
+
+def over_seed(r) -> str:
+    return with_ci(r["over_seed"], r["over_seed_lo"], r["over_seed_hi"], times)
+
+
 def headline(tables: dict) -> list[str]:
     """Per host and device: the beginner's code at the smallest batch, the best rung there and at
     the largest batch, with the factors; where an accelerator ran, where it overtakes the cpu."""
     lad, cross = tables["ladder"], tables["crossover"]
+    if "same_as_best" not in lad.columns:  # a ladder without intervals (e.g. built by hand)
+        lad = lad.assign(**{c: np.nan for c in ("samples_per_s_lo", "samples_per_s_hi", "over_seed_lo")})
+        lad = lad.assign(over_seed_hi=np.nan, same_as_best=np.nan)
     out = []
     for host in sorted(set(lad["host"])):
         for device in host_first(lad[lad["host"] == host]["device"]):
@@ -70,27 +119,24 @@ def headline(tables: dict) -> list[str]:
             seed = g[g["mode"] == "seed"]
             words = [f"On {host}, {device}:"]
             if len(seed):
+                s = seed.iloc[0]
                 words.append(
-                    f"the beginner's code trains {rate(seed['samples_per_s'].iloc[0])} samples/s at batch "
-                    f"{small['batch_size']}; the best rung there, {small['mode']}, {rate(small['samples_per_s'])} "
-                    f"({times(small['over_seed'])})."
+                    f"the beginner's code trains {with_ci(s['samples_per_s'], s['samples_per_s_lo'], s['samples_per_s_hi'], rate)} "
+                    f"samples/s at batch {small['batch_size']}; the best rung there, {rung_rate(small, lad)}: "
+                    f"{over_seed(small)} the beginner's code."
                 )
             else:
                 words.append(
-                    f"the best rung at batch {small['batch_size']} is {small['mode']}, "
-                    f"{rate(small['samples_per_s'])} samples/s (the beginner's code did not run)."
+                    f"the best rung at batch {small['batch_size']} is {rung_rate(small, lad)} (the beginner's code did not run)."
                 )
             if large is not None:
-                factor = f" ({times(large['over_seed'])} the beginner's code at that batch)" if len(seed) else ""
-                words.append(
-                    f"At batch {large['batch_size']} the best is {large['mode']}, "
-                    f"{rate(large['samples_per_s'])} samples/s{factor}."
-                )
+                factor = f": {over_seed(large)} the beginner's code at that batch" if len(seed) else ""
+                words.append(f"At batch {large['batch_size']} the best is {rung_rate(large, lad)}{factor}.")
             out.append(" ".join(words))
             if device == HOST and len(seed):
                 out += limit(tables, host, seed.iloc[0], small)
         for device in [d for d in host_first(lad[lad["host"] == host]["device"]) if d != HOST]:
-            out += accelerator_vs_host(lad, cross, host, device)
+            out += accelerator_vs_host(tables["speedup"], cross, host, device)
     return out
 
 
@@ -105,6 +151,9 @@ def limit(tables: dict, host, seed, top) -> list[str]:
         return []
     lim, b = float(e.dropna().iloc[0]), seed["batch_size"]
     t_seed, t_top = 1e6 / seed["samples_per_s"], 1e6 / top["samples_per_s"]
+    # µs per sample is 1e6 / samples/s, so its interval is the samples/s interval turned over.
+    seed_lo, seed_hi = 1e6 / seed.get("samples_per_s_hi", np.nan), 1e6 / seed.get("samples_per_s_lo", np.nan)
+    top_lo, top_hi = 1e6 / top.get("samples_per_s_hi", np.nan), 1e6 / top.get("samples_per_s_lo", np.nan)
     prof = tables["profile"]
     ops = ""
     if len(prof) and "ops_step" in prof.columns:
@@ -113,28 +162,34 @@ def limit(tables: dict, host, seed, top) -> list[str]:
         if len(p):
             ops = f", {p['ops_step'].iloc[0] + p['ops_batch'].iloc[0]:.0f} torch ops per step"
     return [
-        f"At batch {b} the beginner's code takes {us(t_seed)} per sample on {host}'s cpu, {times(t_seed / lim)} "
-        f"the arithmetic limit of one of its cores ({us(lim)} per sample, measured): {pct(1 - lim / t_seed, 1)} of "
+        f"At batch {b} the beginner's code takes {with_ci(t_seed, seed_lo, seed_hi, us)} per sample on {host}'s cpu, "
+        f"{with_ci(t_seed / lim, seed_lo / lim, seed_hi / lim, times)} the arithmetic limit of one of its cores "
+        f"({us(lim)} per sample, measured): {pct(1 - lim / t_seed, 1)} of "
         f"its time is the fixed cost of a step (Python, dispatch, allocation{ops}), not arithmetic; "
-        f"{top['mode']} takes {us(t_top)}, {times(t_top / lim)} the limit."
+        f"{top['mode']} takes {with_ci(t_top, top_lo, top_hi, us)}, {with_ci(t_top / lim, top_lo / lim, top_hi / lim, times)} the limit."
     ]
 
 
-def accelerator_vs_host(lad, cross, host, device) -> list[str]:
+def ratio(r) -> str:
+    """A speedup row in words: '2.3× (2.1–2.5×)', or that the two are the same within noise."""
+    text = with_ci(r["speedup"], r.get("speedup_lo", np.nan), r.get("speedup_hi", np.nan), times)
+    return text + (", the same within noise" if yes(r.get("same_within_noise")) else "")
+
+
+def accelerator_vs_host(spd, cross, host, device) -> list[str]:
     words = []
-    for point in ("smallest", "largest"):
-        a, c = best(lad, host, device, point), best(lad, host, HOST, point)
-        if a is not None and c is not None and a["batch_size"] == c["batch_size"]:
-            words.append(
-                f"At batch {a['batch_size']}, {device}'s best rung ({a['mode']}) is "
-                f"{times(a['samples_per_s'] / c['samples_per_s'])} the cpu's best ({c['mode']})."
-            )
+    tops = spd[(spd["kind"] == "best") & (spd["host"] == host) & (spd["device"] == device)].sort_values("batch_size")
+    for _, r in tops.iloc[[0, -1]].drop_duplicates("batch_size").iterrows() if len(tops) else []:
+        words.append(
+            f"At batch {r['batch_size']}, {device}'s best rung ({r['mode']}) trains {ratio(r)} the samples/s "
+            f"of the cpu's best ({r['baseline_mode']})."
+        )
     hc = cross[(cross["host"] == host) & (cross["device"] == device)]
     flips = hc[hc["verdict"] == "slower below, faster above"]
     if len(flips):
         c = flips.sort_values("crossover_batch_size").iloc[0]
         words.append(
-            f"{device} overtakes the cpu from batch size {bs(c['crossover_batch_size'])} in mode {c['mode']} "
+            f"{device} overtakes the cpu from batch size {crossing(c)} in mode {c['mode']} "
             f"(the earliest of {len(flips)} mode(s)): its fixed cost per step is {us(c['a_us'])} against "
             f"{us(c['cpu_a_us'])} on the cpu."
         )
@@ -201,11 +256,17 @@ def fixed_cost(f: pd.DataFrame, host, device) -> list[str]:
     return lines
 
 
+def crossing(c) -> str:
+    """The crossover batch size with its interval ('926 (640–1,300)'; '∞' where some replicates
+    never cross)."""
+    return with_ci(c["crossover_batch_size"], c.get("crossover_batch_size_lo"), c.get("crossover_batch_size_hi"), bs)
+
+
 def crossover(c, host) -> list[str]:
     lines = []
     if c["verdict"] == "slower below, faster above":
         lines.append(
-            f"On {host}, {c['device']} is slower than cpu below batch size {bs(c['crossover_batch_size'])} "
+            f"On {host}, {c['device']} is slower than cpu below batch size {crossing(c)} "
             f"for mode {c['mode']} (measured: last slower at {bs(c['measured_last_slower'])}, first faster "
             f"at {bs(c['measured_first_faster'])}); per-step overhead {us(c['a_us'])} vs {us(c['cpu_a_us'])} "
             f"on cpu, per sample {us(c['b_us'])} vs {us(c['cpu_b_us'])}."
@@ -226,16 +287,24 @@ def speedups(spd: pd.DataFrame) -> list[str]:
     if len(hs):
         hi, lo = hs.loc[hs["speedup"].idxmax()], hs.loc[hs["speedup"].idxmin()]
         lines.append(
-            f"Best accelerator speedup over cpu: {times(hi['speedup'])} ({hi['device']}, {hi['mode']}, "
-            f"batch {hi['batch_size']}); worst: {times(lo['speedup'])} ({lo['device']}, {lo['mode']}, "
+            f"Best accelerator speedup over cpu: {ratio(hi)} ({hi['device']}, {hi['mode']}, "
+            f"batch {hi['batch_size']}); worst: {ratio(lo)} ({lo['device']}, {lo['mode']}, "
             f"batch {lo['batch_size']})."
         )
+        same = hs[hs["same_within_noise"].map(yes)]
+        if len(same):
+            lines.append(
+                f"{len(same)} of {len(hs)} accelerator-vs-cpu pairs are the same within noise (their interval "
+                "contains 1×): "
+                + ", ".join(f"{r['device']} {r['mode']} batch {r['batch_size']}" for _, r in same.iterrows())
+                + "."
+            )
     hm = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
     if len(hm):
         hi = hm.loc[hm["speedup"].idxmax()]
         lines.append(
             f"Best mode over {hi['baseline_mode']}: {hi['mode']} on {hi['device']} at batch "
-            f"{hi['batch_size']}, {times(hi['speedup'])} faster per step."
+            f"{hi['batch_size']}, {ratio(hi)} faster per step."
         )
     return lines
 
@@ -350,7 +419,8 @@ def bullets(lines) -> str:
 def fit_table(fit: pd.DataFrame) -> str:
     f = fit.copy()
     for c in ("a_us", "b_us"):
-        f[c] = f[c].map(us)
+        lo, hi = (f.get(f"{c}_{e}", pd.Series(np.nan, index=f.index)) for e in ("lo", "hi"))
+        f[c] = [with_ci(x, a, b, us) for x, a, b in zip(f[c], lo, hi)]
     f["overhead_bound_below"] = f["overhead_bound_below"].map(bs)
     f["max_rel_err"] = f["max_rel_err"].map(pct)
     columns = {
@@ -457,8 +527,8 @@ def speedup_page(spd: pd.DataFrame) -> str:
     if len(dev):
         hi, lo = dev.loc[dev["speedup"].idxmax()], dev.loc[dev["speedup"].idxmin()]
         return (
-            f"Accelerator over cpu on this run: from {times(lo['speedup'])} ({lo['device']}, {lo['mode']}, "
-            f"batch {lo['batch_size']}) to {times(hi['speedup'])} ({hi['device']}, {hi['mode']}, "
+            f"Accelerator over cpu on this run: from {ratio(lo)} ({lo['device']}, {lo['mode']}, "
+            f"batch {lo['batch_size']}) to {ratio(hi)} ({hi['device']}, {hi['mode']}, "
             f"batch {hi['batch_size']}).\n"
         )
     lad = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
@@ -466,7 +536,7 @@ def speedup_page(spd: pd.DataFrame) -> str:
         hi = lad.loc[lad["speedup"].idxmax()]
         return (
             f"No accelerator ran, so the heatmap shows each mode over {hi['baseline_mode']} on the cpu instead: "
-            f"best {times(hi['speedup'])} ({hi['mode']}, batch {hi['batch_size']}).\n"
+            f"best {ratio(hi)} ({hi['mode']}, batch {hi['batch_size']}).\n"
         )
     return "Not enough successful runs for a speedup.\n"
 

@@ -1,0 +1,202 @@
+"""How sure a number is: the bootstrap's intervals on synthetic data of a known distribution, every
+derived number with its interval, the words and figures that show them, and runs long enough to
+be judged."""
+
+import copy
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import make_tensors
+from mnistbench import analysis, figures, train, uncertainty, words
+
+GRID = [1, 16, 256, 4096]
+
+
+def process_runs(n, rng, sigma=0.1, centre=1.0, steps=400, within=0.05):
+    """n runs of one combination: each process has its own speed (lognormal, sigma), its steps
+    scatter around it (within). Returns (run medians, block cells) as runs.csv holds them."""
+    medians, cells = [], []
+    for _ in range(n):
+        speed = centre * math.exp(rng.normal(0, sigma))
+        steps_s = speed * np.exp(rng.normal(0, within, steps))
+        medians.append(float(np.median(steps_s)))
+        cells.append(" ".join(f"{v:.6g}" for v in uncertainty.blocks(steps_s)))
+    return medians, cells
+
+
+def test_interval_of_the_median_covers_the_true_median_at_its_level():
+    """500 data sets of 5 processes whose median step time is 1 by construction: the 95 % interval
+    contains 1 in about 95 % of them (a percentile bootstrap of 5 cannot do better than 94 %),
+    and it is not so wide that it always does."""
+    rng = np.random.default_rng(0)
+    hits = 0
+    for t in range(500):
+        meds, cells = process_runs(5, rng)
+        lo, hi = uncertainty.interval(uncertainty.median_replicates(meds, cells, ("cover", t)))
+        hits += lo <= 1.0 <= hi
+    assert 0.88 <= hits / 500 <= 0.99
+
+
+def test_two_runs_of_one_distribution_agree_at_the_calibration_target():
+    """What bench/calibration.py checks on the real machine, here on a known distribution: the
+    ratio of two independent grids' medians (3 processes each) has an interval containing 1 in
+    at least 90 % of cases; two grids 40 % apart are told apart in most of them."""
+    rng = np.random.default_rng(1)
+    same, apart = 0, 0
+    for t in range(300):
+        r1 = uncertainty.median_replicates(*process_runs(3, rng), ("one", t))
+        r2 = uncertainty.median_replicates(*process_runs(3, rng), ("two", t))
+        r3 = uncertainty.median_replicates(*process_runs(3, rng, centre=1.4), ("three", t))
+        same += uncertainty.same_within_noise(r2 / r1) is True
+        apart += uncertainty.same_within_noise(r3 / r1) is False
+    assert same / 300 >= 0.9
+    assert apart / 300 >= 0.8
+
+
+def test_one_process_has_no_interval_and_the_words_say_so():
+    reps = uncertainty.median_replicates([1e-3], ["0.001 0.0011 0.0009"], ("one",))
+    assert np.isnan(reps).all()
+    assert uncertainty.interval(reps) == (pytest.approx(math.nan, nan_ok=True),) * 2
+    assert math.isnan(uncertainty.same_within_noise(reps / reps))
+    assert words.with_ci(231.0, math.nan, math.nan, words.times) == "231× (no interval: one usable run)"
+    assert words.with_ci(231.0, 218.0, 245.0, words.times) == "231× (218–245×)"
+    assert words.with_ci(4.58e3, 4.5e3, 4.94e3, words.rate) == "4.58 k (4.5–4.94 k)"
+
+
+def test_steps_within_one_process_give_a_narrow_interval_around_the_estimate():
+    """Processes that do not differ: the interval is the steps' own scatter, a few per cent."""
+    rng = np.random.default_rng(2)
+    meds, cells = process_runs(3, rng, sigma=0.0, within=0.05)
+    reps = uncertainty.median_replicates(meds, cells, ("steady",))
+    lo, hi = uncertainty.interval(reps)
+    assert lo <= np.median(meds) <= hi
+    assert (hi - lo) / np.median(meds) < 0.05
+
+
+def test_the_fit_on_every_replicate_is_fit_line():
+    """fit_many is fit_line vectorised: the same a and b on the same points, outliers included."""
+    rng = np.random.default_rng(3)
+    x = np.repeat([1.0, 16, 256, 4096], 3)
+    for _ in range(20):
+        a, b = rng.uniform(1e-6, 1e-3), rng.uniform(1e-8, 1e-5)
+        y = (a + b * x) * np.exp(rng.normal(0, 0.05, len(x)))
+        y[rng.integers(len(y))] *= 3  # one outlier
+        one = analysis.fit_line(x, y)
+        ra, rb = uncertainty.fit_many(x, y[None, :])
+        assert ra[0] == pytest.approx(one["a"], rel=1e-3, abs=1e-12)
+        assert rb[0] == pytest.approx(one["b"], rel=1e-3, abs=1e-14)
+
+
+def runs_of(truth: dict, repeats=3, sigma=0.08, seed=0) -> pd.DataFrame:
+    """A runs table with block cells: step time = (a + b·B) x process effect; truth =
+    {(device, mode): (a_us, b_us)}."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (device, mode), (a, b) in truth.items():
+        for bs in GRID:
+            for r in range(repeats):
+                meds, cells = process_runs(1, rng, sigma=sigma, centre=(a + b * bs) * 1e-6)
+                rows.append(
+                    dict(
+                        host="h1",
+                        device=device,
+                        device_name=device,
+                        mode=mode,
+                        batch_size=bs,
+                        repeat=r,
+                        status="ok",
+                        quality="ok",
+                        step_time_median_s=meds[0],
+                        step_time_blocks_s=cells[0],
+                        samples_per_s=bs / meds[0],
+                        test_accuracy=0.9,
+                        final_loss=0.3,
+                        time_to_target_s="",
+                    )
+                )
+    return pd.DataFrame(rows)
+
+
+def test_every_derived_number_has_an_interval_that_contains_it():
+    truth = {("cpu", "seed"): (200, 5), ("cpu", "module"): (60, 1.5), ("cuda", "module"): (400, 0.05)}
+    runs = runs_of(truth)
+    reps = analysis.replicates(runs)
+    fit_reps = analysis.fit_replicates(runs, reps=reps)
+    fit = analysis.fits(runs, fit_reps=fit_reps)
+    for c in ("a_us", "b_us"):
+        assert (fit[f"{c}_lo"] <= fit[c] * 1.001).all() and (fit[c] <= fit[f"{c}_hi"] * 1.001).all()
+    cross = analysis.crossover(fit, runs, fit_reps=fit_reps).iloc[0]
+    assert cross["crossover_batch_size_lo"] <= cross["crossover_batch_size"] <= cross["crossover_batch_size_hi"]
+    assert 340 / 1.45 > cross["crossover_batch_size_lo"] and cross["crossover_batch_size_hi"] > 340 / 1.45 * 0.7
+    spd = analysis.speedup(runs, reps=reps)
+    assert spd[["speedup_lo", "speedup_hi"]].notna().all().all()
+    assert ((spd["speedup_lo"] <= spd["speedup"] * 1.001) & (spd["speedup"] <= spd["speedup_hi"] * 1.001)).all()
+    lad = analysis.ladder(runs, reps=reps)
+    assert ((lad["samples_per_s_lo"] <= lad["samples_per_s"]) & (lad["samples_per_s"] <= lad["samples_per_s_hi"])).all()
+    best = lad[(lad["device"] == "cpu") & (lad["point"] == "smallest")].set_index("mode")
+    assert best.loc["module", "same_as_best"] == True and best.loc["seed", "same_as_best"] == False  # noqa: E712
+
+
+def test_ranks_only_what_the_intervals_separate():
+    """Two rungs of the same speed are 'the same within noise'; a 3x faster one is ranked."""
+    truth = {("cpu", "seed"): (200, 5), ("cpu", "manual"): (200, 5), ("cpu", "module"): (60, 1.5)}
+    spd = analysis.speedup(runs_of(truth, sigma=0.05))
+    mode = spd[spd["kind"] == "mode"].set_index(["mode", "batch_size"])
+    assert mode.loc[("manual", 1), "same_within_noise"] == True  # noqa: E712
+    assert mode.loc[("module", 1), "same_within_noise"] == False  # noqa: E712
+    line = words.speedups(spd[spd["kind"] == "mode"])[0]
+    assert "module" in line and "(" in line and "–" in line
+
+
+def test_headline_and_figures_show_the_intervals():
+    truth = {("cpu", "seed"): (200, 5), ("cpu", "module"): (60, 1.5), ("cuda", "module"): (400, 0.05)}
+    runs = runs_of(truth)
+    lad = analysis.ladder(runs)
+    spd = analysis.speedup(runs)
+    cross = analysis.crossover(analysis.fits(runs), runs)
+    env = pd.DataFrame(columns=["host", "device", "arithmetic_limit_us"])
+    tables = dict(ladder=lad, crossover=cross, speedup=spd, environment=env, profile=pd.DataFrame())
+    head = " ".join(words.headline(tables))
+    module = lad[(lad["device"] == "cpu") & (lad["point"] == "smallest") & (lad["mode"] == "module")].iloc[0]
+    assert words.with_ci(module["over_seed"], module["over_seed_lo"], module["over_seed_hi"], words.times) in head
+    assert "overtakes the cpu from batch size" in head and head.count("–") >= 6
+
+    fig = figures.ladder(lad)
+    whiskers = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "interval"]
+    segments = [s for c in whiskers for s in c.get_segments()]
+    assert len(segments) == len(lad)  # one whisker per bar
+    for s, (_, r) in zip(sorted(segments, key=lambda s: s[0][1]), lad.sort_values("samples_per_s_lo").iterrows()):
+        assert s[0][1] == pytest.approx(r["samples_per_s_lo"]) and s[1][1] == pytest.approx(r["samples_per_s_hi"])
+    assert "–" in fig._suptitle.get_text()
+
+    fig = figures.throughput(runs, analysis.fits(runs))
+    bands = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "interval"]
+    assert len(bands) == 3  # one band per device x mode line
+    one = runs[runs["repeat"] == 0]
+    fig = figures.throughput(one, analysis.fits(one))
+    assert not [c for ax in fig.axes for c in ax.collections if c.get_gid() == "interval"]
+
+
+@pytest.fixture(scope="module")
+def tensors(tmp_path_factory):
+    return make_tensors(tmp_path_factory.mktemp("tensors"), n_train=512, n_test=100)
+
+
+def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(tensors):
+    """A run shorter than min_timed_s is timed for more epochs of the same data; its learning
+    figures stay those of the configured epochs (the same as a run without the extra epochs)."""
+    cfg = copy.deepcopy(train.DEFAULTS)
+    cfg.update(train_samples=512, test_samples=100, epochs=2, warmup_steps=2, retime=0)
+    cfg["quality"]["max_other_cpu"] = 1e9  # this test is about the epochs, not a busy machine
+    plain, _ = train.train(dict(cfg, min_timed_s=0), tensors, "cpu", "module", 64, 0, log=lambda m: None)
+    logs = []
+    long, record = train.train(dict(cfg, min_timed_s=1.0), tensors, "cpu", "module", 64, 0, log=logs.append)
+    assert plain["status"] == long["status"] == "ok"
+    assert plain["timed_epochs"] == 2 and long["timed_epochs"] > 2
+    assert long["total_train_s"] >= 1.0 and long["steps"] == 8 * long["timed_epochs"]
+    assert long["test_accuracy"] == plain["test_accuracy"] and long["final_loss"] == pytest.approx(plain["final_loss"])
+    assert len(record["epochs"]) == 2  # the learning curve is the configured epochs'
+    assert any("min_timed_s" in line for line in logs)
+    assert len(long["step_time_blocks_s"].split()) == uncertainty.BLOCKS

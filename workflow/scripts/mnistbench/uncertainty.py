@@ -1,0 +1,172 @@
+"""How sure each number is: 95 % intervals from a hierarchical bootstrap (numpy).
+
+The unit of variation is the process: on a VM two processes timing the same step can differ by
+1.3-1.7x while the steps inside one process agree to a few per cent, and the repeats of a
+combination are trained by different processes. So a replicate of a combination's median step
+time is drawn in two stages:
+1. its usable runs (processes) are drawn with replacement, as many as there are;
+2. within each drawn run, the medians of BLOCKS contiguous blocks of its timed steps are drawn
+   with replacement (blocks, not single steps: step times drift and come in bursts, and
+   resampling single steps would treat 100 000 correlated steps as independent), and the run's
+   median is scaled by how far the drawn blocks' median is from all its blocks' median.
+The replicate is the median of the drawn runs, as the estimate is the median of the runs, and
+the replicates are spread around the estimate by sqrt(n/(n-1)) for n runs: drawing n of n
+underestimates the variance between processes by that factor squared, which with the 3 runs of
+a default grid would make every interval too narrow (tests/test_uncertainty.py measures the
+coverage on data of a known distribution).
+Every derived number (a ratio, a fitted a and b, a crossover, a share) is computed on each
+replicate from the same replicates, never from rounded results, and its interval is the 2.5th
+and 97.5th percentile. Combinations are resampled independently (each with a seed of its own
+key, so adding a combination changes no other interval); two rungs timed by the same warm
+worker may share a process effect, so a ratio's interval is, if anything, too wide.
+
+With one usable run a number has no interval (NaN), and neither has anything derived from it:
+one process cannot show how much processes differ. bench/calibration.py checks the intervals
+against a second, independent run of the same grid.
+"""
+
+import math
+import zlib
+
+import numpy as np
+import pandas as pd
+
+N_BOOT = 1000
+BLOCKS = 16
+LEVEL = 0.95
+
+
+def blocks(step_times, n: int = BLOCKS) -> list[float]:
+    """Medians of n contiguous blocks of a run's timed steps (fewer when it has fewer steps)."""
+    x = np.asarray(step_times, dtype=float)
+    if len(x) == 0:
+        return []
+    return [float(np.median(b)) for b in np.array_split(x, min(n, len(x)))]
+
+
+def parse_blocks(cell) -> np.ndarray:
+    """The runs.csv cell `step_time_blocks_s` ("v v v ..."); empty where a row has none."""
+    if not isinstance(cell, str) or not cell.strip():
+        return np.empty(0)
+    return np.array([float(v) for v in cell.split()])
+
+
+def rng_for(key) -> np.random.Generator:
+    """A generator seeded by the key itself: the same runs give the same interval every time."""
+    return np.random.default_rng(zlib.crc32(repr(tuple(key)).encode()))
+
+
+def run_replicates(median: float, block_medians, rng, n_boot: int = N_BOOT) -> np.ndarray:
+    """Stage 2: n_boot replicates of one run's median step time from its blocks."""
+    b = np.asarray(block_medians, dtype=float)
+    if len(b) < 2 or not np.all(np.isfinite(b)) or np.median(b) <= 0:
+        return np.full(n_boot, float(median))
+    drawn = b[rng.integers(0, len(b), size=(n_boot, len(b)))]
+    return float(median) * np.median(drawn, axis=1) / np.median(b)
+
+
+def draw_runs(run_reps: np.ndarray, rng) -> np.ndarray:
+    """Stage 1: for each replicate, the runs drawn with replacement, (n_boot, n_runs), each run
+    with its own stage-2 replicate of that index."""
+    n_runs, n_boot = run_reps.shape
+    pick = rng.integers(0, n_runs, size=(n_boot, n_runs))
+    return run_reps[pick, np.arange(n_boot)[:, None]]
+
+
+def drawn_runs(medians, block_cells, key, n_boot: int = N_BOOT) -> np.ndarray:
+    """Both stages for one combination's runs: (n_boot, n_runs) replicates of the runs' median
+    step times; all NaN with fewer than 2 runs."""
+    medians = list(medians)
+    if len(medians) < 2:
+        return np.full((n_boot, max(1, len(medians))), math.nan)
+    rng = rng_for(key)
+    reps = np.stack([run_replicates(m, parse_blocks(c), rng, n_boot) for m, c in zip(medians, block_cells)])
+    drawn = draw_runs(reps, rng)
+    # Drawing n of n runs spreads the replicates by only (n-1)/n of the variance between
+    # processes (the plug-in estimate's bias): with 3 runs that is 18 % too narrow. So the
+    # replicates are spread out around the estimate by sqrt(n/(n-1)), on a log scale since
+    # step times scatter by factors.
+    centre = float(np.median(medians))
+    return centre * (drawn / centre) ** math.sqrt(len(medians) / (len(medians) - 1))
+
+
+def median_replicates(medians, block_cells, key, n_boot: int = N_BOOT) -> np.ndarray:
+    """Replicates of the median over runs of one combination; all NaN with fewer than 2 runs."""
+    return np.median(drawn_runs(medians, block_cells, key, n_boot), axis=1)
+
+
+def replicates(ok: pd.DataFrame, keys, n_boot: int = N_BOOT) -> dict:
+    """{key: (n_boot, n_runs) drawn runs} for every combination of the usable runs `ok`: what
+    every interval of the analysis is computed from (all NaN for a combination of one run)."""
+    cells = ok["step_time_blocks_s"] if "step_time_blocks_s" in ok.columns else pd.Series("", index=ok.index)
+    out = {}
+    for key, g in ok.groupby(list(keys), sort=False):
+        key = tuple(k.item() if hasattr(k, "item") else k for k in key)
+        out[key] = drawn_runs(g["step_time_median_s"], cells.loc[g.index], key, n_boot)
+    return out
+
+
+def medians(drawn: np.ndarray) -> np.ndarray:
+    """Replicates of a combination's median step time from its drawn runs."""
+    return np.median(drawn, axis=1)
+
+
+def interval(reps) -> tuple[float, float]:
+    """The central LEVEL interval of the replicates; (nan, nan) if any is NaN (no interval).
+    Infinite replicates are allowed (a crossover that never happens)."""
+    r = np.asarray(reps, dtype=float)
+    if len(r) == 0 or np.isnan(r).any():
+        return math.nan, math.nan
+    tail = 100 * (1 - LEVEL) / 2
+    lo, hi = np.percentile(r, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def same_within_noise(ratio_reps) -> bool | float:
+    """Whether an interval of a ratio contains 1 (the two cannot be ranked); NaN if no interval."""
+    lo, hi = interval(ratio_reps)
+    if math.isnan(lo):
+        return math.nan
+    return bool(lo <= 1 <= hi)
+
+
+# --- the fit, on every replicate at once ----------------------------------------------------------
+
+
+def fit_many(x, Y, iterations: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    """y = a + b*x fitted to every row of Y (replicates x points) at once, with a, b >= 0: the
+    same estimator as analysis.fit_line (relative residuals, Huber weights), vectorised so that
+    1000 replicates cost what one fit costs in a loop."""
+    x = np.asarray(x, dtype=float)[None, :]
+    Y = np.asarray(Y, dtype=float)
+    base = 1.0 / Y
+    huber = np.ones_like(Y)
+    for _ in range(iterations):
+        a, b = _wls_many(x, Y, base * huber)
+        r = (Y - a[:, None] - b[:, None] * x) / Y
+        mad = np.median(np.abs(r - np.median(r, axis=1, keepdims=True)), axis=1, keepdims=True)
+        scale = 1.4826 * mad
+        u = np.abs(r) / (1.345 * np.maximum(scale, 1e-300))
+        new = np.where((u <= 1) | (scale <= 1e-12), 1.0, 1.0 / np.maximum(u, 1e-12))
+        if np.allclose(new, huber, rtol=1e-6, atol=1e-9):
+            break
+        huber = new
+    return _wls_many(x, Y, base * huber)
+
+
+def _wls_many(x, Y, w):
+    W = w * w
+    sw, sx, sy = W.sum(1), (W * x).sum(1), (W * Y).sum(1)
+    sxx, sxy = (W * x * x).sum(1), (W * x * Y).sum(1)
+    det = sw * sxx - sx * sx
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = (sw * sxy - sx * sy) / det
+        a = (sy - b * sx) / sw
+        # A negative overhead or cost per sample is noise: the better one-parameter line instead.
+        a0, b1 = sy / sw, np.where(sxx > 0, sxy / sxx, 0.0)
+    err0 = (W * (Y - a0[:, None]) ** 2).sum(1)
+    err1 = (W * (Y - b1[:, None] * x) ** 2).sum(1)
+    fallback_a = np.where(err0 <= err1, a0, 0.0)
+    fallback_b = np.where(err0 <= err1, 0.0, b1)
+    good = (det > 0) & (a >= 0) & (b >= 0)
+    return np.where(good, a, fallback_a), np.where(good, b, fallback_b)
