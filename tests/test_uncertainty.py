@@ -184,19 +184,29 @@ def tensors(tmp_path_factory):
     return make_tensors(tmp_path_factory.mktemp("tensors"), n_train=512, n_test=100)
 
 
-def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(tensors):
-    """A run shorter than min_timed_s is timed for more epochs of the same data; its learning
-    figures stay those of the configured epochs (the same as a run without the extra epochs)."""
+def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(tensors, monkeypatch):
+    """A run shorter than min_timed_s is timed for more epochs of the same data, up to a cap that
+    it names; its learning figures stay those of the configured epochs (the same as a run without
+    the extra epochs)."""
     cfg = copy.deepcopy(train.DEFAULTS)
     cfg.update(train_samples=512, test_samples=100, epochs=2, warmup_steps=2, retime=0)
     cfg["quality"]["max_other_cpu"] = 1e9  # this test is about the epochs, not a busy machine
     plain, _ = train.train(dict(cfg, min_timed_s=0), tensors, "cpu", "module", 64, 0, log=lambda m: None)
+    assert plain["status"] == "ok" and plain["timed_epochs"] == 2 and plain["steps"] == 16
+
+    monkeypatch.setattr(train, "MAX_EPOCHS", 5)  # a run that cannot reach min_timed_s stops at the cap
     logs = []
-    long, record = train.train(dict(cfg, min_timed_s=1.0), tensors, "cpu", "module", 64, 0, log=logs.append)
-    assert plain["status"] == long["status"] == "ok"
-    assert plain["timed_epochs"] == 2 and long["timed_epochs"] > 2
-    assert long["total_train_s"] >= 1.0 and long["steps"] == 8 * long["timed_epochs"]
-    assert long["test_accuracy"] == plain["test_accuracy"] and long["final_loss"] == pytest.approx(plain["final_loss"])
+    capped, record = train.train(dict(cfg, min_timed_s=1e4), tensors, "cpu", "module", 64, 0, log=logs.append)
+    assert capped["status"] == "ok" and capped["timed_epochs"] == 5 and capped["steps"] == 40
+    assert capped["timed_steps"] == 38 and "under min_timed_s (the cap)" in capped["quality_note"]
+    assert capped["test_accuracy"] == plain["test_accuracy"]
+    assert capped["final_loss"] == pytest.approx(plain["final_loss"])
     assert len(record["epochs"]) == 2  # the learning curve is the configured epochs'
-    assert any("min_timed_s" in line for line in logs)
-    assert len(long["step_time_blocks_s"].split()) == uncertainty.BLOCKS
+    assert any("more epoch(s) of the same data to reach min_timed_s" in line for line in logs)
+    assert len(capped["step_time_blocks_s"].split()) == uncertainty.BLOCKS
+
+    monkeypatch.setattr(train, "MAX_EPOCHS", 1000)
+    reached, record = train.train(dict(cfg, min_timed_s=0.5), tensors, "cpu", "module", 64, 0, log=lambda m: None)
+    assert reached["total_train_s"] >= 0.5 and "min_timed_s" not in reached["quality_note"]
+    if reached["timed_epochs"] > 2:  # the configured epochs alone were shorter (on a quiet machine, always)
+        assert record["epochs"][-1]["cum_train_s"] < 0.5
