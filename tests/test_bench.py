@@ -71,3 +71,17 @@ def test_noise_check_runs_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-1]
     assert "overlapped runs flagged or retimed" in last and "quiet grid flagged" in last, last
+
+
+def test_calibration_runs_two_pipelines_and_prints_the_shares(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "calibration.py"), "--quick", "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "run1 headline:" in proc.stdout and "run2 headline:" in proc.stdout
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("calibration: run2/run1 intervals containing 1: medians ") and "relative width" in last, last
