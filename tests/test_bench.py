@@ -9,6 +9,17 @@ from conftest import REPO
 
 TINY = {
     "harness_check.py": ["--batch-sizes", "1", "64", "--samples", "512", "--min-run-time", "0.05", "--rounds", "2"],
+    "process_noise.py": [
+        "--processes",
+        "2",
+        "--min-time",
+        "0.02",
+        "--steps",
+        "manual:1",
+        "--settings",
+        "baseline",
+        "malloc",
+    ],
     "speed_bs1.py": ["--samples", "64", "--min-time", "0.02", "--modes", "seed", "manual", "numpy"],
     "roofline.py": [
         "--batch-size",
