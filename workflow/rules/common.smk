@@ -132,6 +132,23 @@ def train_threads():
         return wanted
 
 
+def forget_corrupt(tensors, checksum):
+    """Remove a tensor file that no longer matches its checksum (nothing in it can be trusted):
+    it is then missing, and Snakemake rebuilds it before any job reads it."""
+    from mnistbench.files import intact
+
+    if (
+        os.path.exists(tensors)
+        and os.path.exists(checksum)
+        and not intact(tensors, checksum)
+    ):
+        print(
+            f"{tensors} does not match its checksum: the preload rule rebuilds it",
+            file=sys.stderr,
+        )
+        os.unlink(tensors)
+
+
 def device_of(wildcards):
     return SLUGS.get(wildcards.device, devs.unslug(wildcards.device))
 

@@ -23,3 +23,10 @@ rule train:
         threads=train_threads(),
     script:
         "../scripts/train.py"
+
+
+# An interrupt of Snakemake alone stops the running train jobs too (mnistbench/jobs.py).
+if not workflow.remote_exec:
+    from mnistbench.jobs import forward_interrupts
+
+    forward_interrupts()
