@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import closed_port, jobs, snakemake, tiny_config
-from mnistbench import BenchError, data, files, synthetic
+from mnistbench import BenchError, data, files, kernel, modes, synthetic
 from mnistbench.jobs import INTERRUPTED
 
 PKG = str(Path(data.__file__).parents[1])
@@ -144,3 +144,24 @@ def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, tmp_path):
     assert not (tmp_path / run).exists() and "epoch 40/40" not in log.read_text()
     snakemake(tmp_path, dict(cfg, epochs=1), run)  # the rerun completes (no IncompleteFilesException)
     assert (tmp_path / run).exists()
+
+
+def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatch):
+    monkeypatch.setenv("CC", "/bin/false")
+    why = modes.why_not("kernel", "cpu")
+    assert why == "kernel needs a C compiler that builds kernel.c (/bin/false could not build kernel.c: exit status 1)"
+
+
+@pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler to build the kernel")
+def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, tmp_path, monkeypatch):
+    url, md5 = mirror
+    cfg = tiny_config(url, md5, modes=["module", "kernel"], batch_sizes=[64], epochs=1)
+    snakemake(tmp_path, cfg)
+    monkeypatch.setenv("CC", "/bin/false")  # kernel pairs leave the grid; nothing else reruns
+    assert "train" not in jobs(snakemake(tmp_path, cfg, "-n"))
+    other = tmp_path / "other-cc"
+    other.write_text(f'#!/bin/sh\nexec {kernel.compiler()[0]} "$@"\n')
+    other.chmod(0o755)
+    monkeypatch.setenv("CC", str(other))  # another compiler: the kernel runs, and only they, rerun
+    proc = snakemake(tmp_path, cfg, "-n", "results/runs/cpu/kernel/bs64/r0.csv", "results/runs/cpu/module/bs64/r0.csv")
+    assert jobs(proc) == ["train"] and "cpu/kernel/bs64/r0.csv" in proc.stdout

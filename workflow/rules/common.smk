@@ -149,6 +149,15 @@ def forget_corrupt(tensors, checksum):
         os.unlink(tensors)
 
 
+def run_code(wildcards):
+    """The code a run depends on: the package, and for the kernel the compiler that builds it."""
+    if wildcards.mode == "kernel":
+        from mnistbench.kernel import identity
+
+        return f"{RUN_CODE} {identity()}"
+    return RUN_CODE
+
+
 def device_of(wildcards):
     return SLUGS.get(wildcards.device, devs.unslug(wildcards.device))
 

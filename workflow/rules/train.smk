@@ -19,7 +19,7 @@ rule train:
         device=device_of,
         # Rerun triggers: a run is retimed when a setting it depends on or its code changes.
         settings=RUN_SETTINGS,
-        code=RUN_CODE,
+        code=run_code,
         threads=train_threads(),
     script:
         "../scripts/train.py"
