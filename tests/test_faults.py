@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import closed_port, jobs, snakemake, tiny_config
-from mnistbench import BenchError, data, files, kernel, modes, synthetic
+from mnistbench import BenchError, data, files, kernel, modes, synthetic, worker
 from mnistbench.jobs import INTERRUPTED
 
 PKG = str(Path(data.__file__).parents[1])
@@ -165,3 +165,55 @@ def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, tmp_path, monkey
     monkeypatch.setenv("CC", str(other))  # another compiler: the kernel runs, and only they, rerun
     proc = snakemake(tmp_path, cfg, "-n", "results/runs/cpu/kernel/bs64/r0.csv", "results/runs/cpu/module/bs64/r0.csv")
     assert jobs(proc) == ["train"] and "cpu/kernel/bs64/r0.csv" in proc.stdout
+
+
+def test_the_timed_slot_is_one_file_for_every_user():
+    assert worker._slot_path().parent == Path("/tmp") and str(os.getuid()) not in worker._slot_path().name
+
+
+def test_the_timed_slot_never_follows_a_planted_link(tmp_path, monkeypatch):
+    lock, victim = tmp_path / "slot.lock", tmp_path / "victim"
+    victim.write_text("keep me")
+    lock.symlink_to(victim)
+    monkeypatch.setattr(worker, "_slot_path", lambda: lock)
+    with pytest.raises(BenchError, match=r"slot.lock cannot be opened safely .*remove it and rerun"):
+        with worker.timed_slot(log=lambda m: None):
+            pass
+    assert victim.read_text() == "keep me"
+
+
+def test_the_timed_slot_is_open_to_every_user_whatever_the_umask(tmp_path, monkeypatch):
+    lock = tmp_path / "slot.lock"
+    monkeypatch.setattr(worker, "_slot_path", lambda: lock)
+    old = os.umask(0o077)
+    try:
+        with worker.timed_slot(log=lambda m: None):
+            assert worker.timed_slot_busy()
+    finally:
+        os.umask(old)
+    assert lock.stat().st_mode & 0o777 == 0o666 and not worker.timed_slot_busy()
+
+
+def test_a_refused_aggregate_leaves_no_figures_or_fits_of_older_runs(mirror, tmp_path):
+    import pandas as pd
+
+    url, md5 = mirror
+    cfg = tiny_config(url, md5, modes=["module"], batch_sizes=[8, 64], epochs=1)
+    wd = tmp_path / "wd"
+    snakemake(wd, cfg)
+    made = ["results/summary.md", "results/summary/fits.csv", "results/figures/ladder.png"]
+    assert all((wd / f).exists() for f in made)
+    # Another machine's runs, made with other settings.
+    runs = pd.read_csv(wd / "results/summary/runs.csv")
+    runs["host"] = "other-box"
+    runs["settings"] = [s.replace('"epochs": 1', '"epochs": 3') for s in runs["settings"]]
+    assert '"epochs": 3' in runs["settings"][0]
+    (tmp_path / "other").mkdir()
+    runs.to_csv(tmp_path / "other/runs.csv", index=False)
+    proc = snakemake(wd, dict(cfg, merge_runs=[str(tmp_path / "other/runs.csv")]), check=False)
+    assert proc.returncode != 0
+    (line,) = sorted({ln for ln in proc.stderr.splitlines() if ln.startswith("error:")})
+    assert "different settings" in line and "`epochs` differs" in line
+    assert not [f for f in made + ["results/summary/runs.csv"] if (wd / f).exists()]
+    snakemake(wd, cfg)  # without that machine, a plain rerun completes
+    assert all((wd / f).exists() for f in made)

@@ -158,6 +158,11 @@ def run_code(wildcards):
     return RUN_CODE
 
 
+def later_outputs(wildcards):
+    """What the analysis and the figures make from the summary: removed when aggregate refuses."""
+    return [str(f) for f in [*rules.analyse.output, *rules.figures.output]]
+
+
 def device_of(wildcards):
     return SLUGS.get(wildcards.device, devs.unslug(wildcards.device))
 
