@@ -142,7 +142,7 @@ def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, tmp_path):
     assert "Traceback" not in err, err
     time.sleep(1)
     assert not (tmp_path / run).exists() and "epoch 40/40" not in log.read_text()
-    assert log.read_text().splitlines()[-1] == INTERRUPTED
+    assert INTERRUPTED in log.read_text().splitlines()
     snakemake(tmp_path, cfg, run)  # a plain rerun completes (no IncompleteFilesException)
     assert (tmp_path / run).exists()
 
