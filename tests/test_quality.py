@@ -3,6 +3,7 @@ again and flagged, and the analysis uses only the clean ones. A real CPU hog is 
 through a small grid; no test depends on the machine being quiet."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -136,8 +137,9 @@ def test_each_repeat_index_trains_in_its_own_process(tensors, tmp_path, monkeypa
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
+    shutil.copy(tensors, tmp_path / "t.pt")  # a worker reads only files of the working directory
     cfg = dict(train.DEFAULTS, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
-    req = dict(cfg=cfg, data_path=str(tensors), device="cpu", mode="manual", batch_size=64, repeat=0)
+    req = dict(cfg=cfg, data_path=str(tmp_path / "t.pt"), device="cpu", mode="manual", batch_size=64, repeat=0)
     pid = {}
     for r in (0, 1, 0):
         _, record = worker.train(dict(req, repeat=r), worker.socket_for(r))

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,15 +26,15 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     cfg = dict(train.DEFAULTS, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
     log = tmp_path / "job.log"
     req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=1, log_path=str(log))
-    row, record = worker.train(req, "w.sock")
+    row, record = worker.train(req, "w/w.sock")
     local, _ = train.train(cfg, tensors, "cpu", "module", 8, 1, log=lambda m: None)
     assert row["status"] == "ok" and row["final_loss"] == pytest.approx(local["final_loss"], abs=1e-6)
     assert len(record["step_times_s"]) == row["steps"] and record["environment"]["threads"] == row["threads"]
     assert "epoch 2/2" in log.read_text()  # progress goes to the job's log
     with pytest.raises(BenchError, match="cuda:7"):
-        worker.train(dict(req, device="cuda:7"), "w.sock")
+        worker.train(dict(req, device="cuda:7"), "w/w.sock")
     # One worker served both requests and is still up for the next job.
-    assert os.path.exists("w.sock")
+    assert os.path.exists("w/w.sock")
 
 
 def test_a_cuda_error_retires_the_worker_and_nothing_else_does():
@@ -71,7 +72,7 @@ def long_run(tmp_path, monkeypatch):
 
     def client():
         return subprocess.Popen(
-            [sys.executable, "-c", CLIENT, json.dumps(req), str(tmp_path / "w.sock")],
+            [sys.executable, "-c", CLIENT, json.dumps(req), str(tmp_path / "w/w.sock")],
             cwd=tmp_path,
             env=env,
             stdout=subprocess.PIPE,
@@ -130,3 +131,103 @@ def test_a_killed_worker_gives_the_job_one_line(long_run):
     assert job.returncode != 0
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the training worker (pid") and "ended" in lines[0], err
+
+
+@pytest.fixture
+def served(tensors, tmp_path, monkeypatch):
+    """A worker that served one run, started under umask 000 (the worst a user may have): the
+    request and the socket path."""
+    monkeypatch.chdir(tmp_path)
+    old = os.umask(0)
+    try:
+        cfg = dict(train.DEFAULTS, train_samples=96, test_samples=32, warmup_steps=1, epochs=1)
+        req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=0)
+        req["log_path"] = str(tmp_path / "job.log")
+        worker.train(req, "w/w.sock")
+    finally:
+        os.umask(old)
+    return req, tmp_path / "w/w.sock"
+
+
+def mode_of(path) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
+def test_the_socket_and_its_key_are_private_whatever_the_umask(served):
+    _, sock = served
+    assert mode_of(sock.parent) == 0o700 and mode_of(sock) == 0o600 and mode_of(sock.parent / "authkey") == 0o600
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (dict(log_path="/etc/mnistbench-owned.log"), "log_path '/etc/mnistbench-owned.log' lies outside"),
+        (dict(data_path="/etc/shadow"), "data_path '/etc/shadow' lies outside"),
+        (dict(cfg_model=dict(amp_dtype="__class__")), "model.amp_dtype"),
+        (dict(cfg_epochs=-1), "epochs"),
+        (dict(batch_size="8"), "batch_size '8' is not an integer"),
+        (dict(extra=1), "extra"),
+    ],
+)
+def test_a_bad_request_is_refused_in_one_line_and_the_worker_stays(served, change, why):
+    req, sock = served
+    bad = dict(req, cfg=dict(req["cfg"]))
+    for k, v in change.items():
+        if k.startswith("cfg_"):
+            bad["cfg"][k[4:]] = dict(bad["cfg"][k[4:]], **v) if isinstance(v, dict) else v
+        else:
+            bad[k] = v
+    with pytest.raises(BenchError, match="the training worker refused the request: .*" + re.escape(why)):
+        worker.train(bad, str(sock))
+    assert not os.path.exists("/etc/mnistbench-owned.log")
+    row, _ = worker.train(req, str(sock))  # the same worker serves the next job
+    assert row["status"] == "ok"
+
+
+OTHER_USER = """
+import json, sys
+from multiprocessing.connection import Client
+try:
+    c = Client(sys.argv[1], family="AF_UNIX", authkey=bytes.fromhex(sys.argv[2]))
+    c.send_bytes(json.dumps(json.loads(sys.argv[3])).encode())
+    print("reply", c.recv_bytes())
+except Exception as e:
+    print("refused", type(e).__name__)
+"""
+
+
+def test_another_local_user_cannot_reach_the_worker_or_have_it_open_a_file(served, tmp_path):
+    if os.getuid() != 0:
+        pytest.skip("running a client as another user needs root (to switch to uid 65534)")
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else None
+    if python is None:
+        pytest.skip("no system python3 for the other user's client")
+    req, sock = served
+    key = (sock.parent / "authkey").read_bytes().hex()
+    target = tmp_path / "private" / "planted.txt"
+    target.parent.mkdir(mode=0o700)
+    evil = dict(req, log_path=str(target), fingerprint=worker.fingerprint())
+
+    def as_nobody(*args):
+        p = subprocess.run([python, "-c", OTHER_USER, *args], user=65534, group=65534, capture_output=True, text=True)
+        return p.stdout.strip() + p.stderr.strip()
+
+    # The folder keeps another user out, even one who somehow holds the key.
+    assert as_nobody(str(sock), key, json.dumps(evil)) == "refused PermissionError"
+    # Were the folder and socket open to all, the worker still checks the caller's uid: it
+    # closes the connection once the client authenticated.
+    closed = [d for d in sock.parents if not os.stat(d).st_mode & 0o001]
+    for d in closed:  # pytest's temp folders are private: let the other user through them
+        os.chmod(d, os.stat(d).st_mode | 0o001)
+    try:
+        os.chmod(sock.parent, 0o755)
+        os.chmod(sock, 0o777)
+        got = as_nobody(str(sock), key, json.dumps(evil))
+        assert got in ("refused EOFError", "refused BrokenPipeError", "refused ConnectionResetError"), got
+    finally:
+        for d in closed:
+            os.chmod(d, os.stat(d).st_mode & ~0o001)
+    assert not target.exists()
+    row, _ = worker.train(req, str(sock))  # still up, and only its owner's jobs run
+    assert row["status"] == "ok"
+    assert mode_of(sock.parent) == 0o700

@@ -132,6 +132,37 @@ def train_threads():
         return wanted
 
 
+def forget_corrupt(tensors, checksum):
+    """Remove a tensor file that no longer matches its checksum (nothing in it can be trusted):
+    it is then missing, and Snakemake rebuilds it before any job reads it."""
+    from mnistbench.files import intact
+
+    if (
+        os.path.exists(tensors)
+        and os.path.exists(checksum)
+        and not intact(tensors, checksum)
+    ):
+        print(
+            f"{tensors} does not match its checksum: the preload rule rebuilds it",
+            file=sys.stderr,
+        )
+        os.unlink(tensors)
+
+
+def run_code(wildcards):
+    """The code a run depends on: the package, and for the kernel the compiler that builds it."""
+    if wildcards.mode == "kernel":
+        from mnistbench.kernel import identity
+
+        return f"{RUN_CODE} {identity()}"
+    return RUN_CODE
+
+
+def later_outputs(wildcards):
+    """What the analysis and the figures make from the summary: removed when aggregate refuses."""
+    return [str(f) for f in [*rules.analyse.output, *rules.figures.output]]
+
+
 def device_of(wildcards):
     return SLUGS.get(wildcards.device, devs.unslug(wildcards.device))
 

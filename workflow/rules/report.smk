@@ -66,6 +66,7 @@ rule aggregate:
     params:
         left_out=LEFT_OUT,
         quality=config["quality"],
+        later=later_outputs,
     script:
         "../scripts/aggregate.py"
 

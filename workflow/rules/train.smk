@@ -19,7 +19,14 @@ rule train:
         device=device_of,
         # Rerun triggers: a run is retimed when a setting it depends on or its code changes.
         settings=RUN_SETTINGS,
-        code=RUN_CODE,
+        code=run_code,
         threads=train_threads(),
     script:
         "../scripts/train.py"
+
+
+# An interrupt of Snakemake alone stops the running train jobs too (mnistbench/jobs.py).
+if not workflow.remote_exec:
+    from mnistbench.jobs import forward_interrupts
+
+    forward_interrupts()

@@ -3,4 +3,4 @@ from mnistbench.jobs import job
 
 with job(snakemake) as log:
     p = snakemake.params
-    data.download(p.root, p.mirrors, p.md5, log=log)
+    data.download(p.root, snakemake.config["mnist"]["mirrors"], p.md5, log=log)

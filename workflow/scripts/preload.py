@@ -4,7 +4,7 @@ from mnistbench.worker import timed_slot
 
 with job(snakemake) as log:
     tensors = data.load_raw(snakemake.params.root)
-    data.save_tensors(tensors, snakemake.output.tensors)
+    data.save_tensors(tensors, snakemake.output.tensors, snakemake.output.checksum)
     log(f"saved {', '.join(f'{k} {tuple(v.shape)}' for k, v in tensors.items())}")
     rows = []
     for device in snakemake.params.devices:

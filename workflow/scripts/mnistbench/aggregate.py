@@ -238,7 +238,21 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
     return out
 
 
-def run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, cfg, log=print) -> None:
+def run(
+    row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, cfg, log=print, later=()
+) -> None:
+    """Write the summary tables. When it refuses (BenchError), Snakemake removes these outputs;
+    the files made from them (`later`: the analysis, the figures) go too, so the results folder
+    never holds figures and fits of runs that no longer have a summary."""
+    try:
+        _run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, cfg, log)
+    except BenchError:
+        for path in later:
+            Path(path).unlink(missing_ok=True)
+        raise
+
+
+def _run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, cfg, log) -> None:
     records = load_records(env_files)
     here = {
         "runs": pd.concat([read_runs(f) for f in row_files], ignore_index=True),

@@ -41,11 +41,15 @@ def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
     """
     raw = Path(root) / "MNIST" / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=raw, prefix=".download-") as tmp:
+    with files.no_space_is_fatal(raw), tempfile.TemporaryDirectory(dir=raw, prefix=".download-") as tmp:
         for filename in FILES:
             tried = []
-            for mirror in mirrors:
-                url = mirror.rstrip("/") + "/" + filename
+            # An archive verified earlier stays beside the extracted files (which Snakemake deletes
+            # before a rerun): it is used first, so a rerun never depends on a mirror again.
+            kept = raw / filename
+            for url in ([kept.resolve().as_uri()] if kept.exists() else []) + [
+                m.rstrip("/") + "/" + filename for m in mirrors
+            ]:
                 try:
                     _fetch(url, Path(tmp), filename, md5[filename])
                 except _Refused as e:
@@ -82,6 +86,7 @@ def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
         else:
             download_url(url, folder, filename)
     except (URLError, OSError, HTTPException, RuntimeError, ValueError) as e:  # HTTPException: a cut-off reply
+        files.raise_if_full(e, folder)
         raise _Refused(" ".join(str(getattr(e, "reason", e)).split()) or type(e).__name__) from e
     if not got.exists():
         raise _Refused("nothing was downloaded")
@@ -93,6 +98,7 @@ def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
         with gzip.open(got, "rb") as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)
     except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        files.raise_if_full(e, out)
         raise _Refused(f"corrupt archive: {type(e).__name__}: {' '.join(str(e).split())}") from e
     _check_idx(out)
 
@@ -130,14 +136,31 @@ def load_raw(root) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_tensors(tensors: dict, path) -> None:
+def save_tensors(tensors: dict, path, checksum=None) -> None:
+    """The tensors, and (when `checksum` names a file) their sha256 beside them: the workflow
+    treats a tensor file that no longer matches it as missing (files.intact)."""
     with files.atomic(path) as tmp:
         torch.save(tensors, tmp)
+    if checksum:
+        files.write_text(checksum, files.sha256(path) + "\n")
 
 
 def load_tensors(path, device: str) -> dict[str, torch.Tensor]:
-    """Memory-mapped, so a job that uses part of the data reads only that part from disk."""
-    return torch.load(path, map_location=device, weights_only=True, mmap=True)
+    """Memory-mapped, so a job that uses part of the data reads only that part from disk. A file
+    that cannot be read is the user's input error (BenchError), not a result of the run."""
+    try:
+        tensors = torch.load(path, map_location=device, weights_only=True, mmap=True)
+        missing = {"train_x", "train_y", "test_x", "test_y"} - set(tensors)
+    except Exception as e:  # torch raises RuntimeError, EOFError, pickle's errors... on a bad file
+        files.raise_if_full(e, path)
+        why = str(e).strip().split(". ")[0].splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BenchError(
+            f"cannot read the preloaded data {path} ({why}): rerun the same snakemake command, "
+            "which rebuilds it with the preload rule (outside Snakemake: delete it and run preload again)"
+        ) from None
+    if missing:
+        raise BenchError(f"the preloaded data {path} lacks {', '.join(sorted(missing))}: delete it and rerun")
+    return tensors
 
 
 TRANSFER_COLUMNS = ["host", "device", "memory", "samples", "bytes", "seconds", "gb_per_s"]

@@ -5,10 +5,35 @@ Standard library only: the train job's client writes its outputs without importi
 """
 
 import csv
+import errno
+import hashlib
 import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
+
+
+def raise_if_full(error: BaseException, path) -> None:
+    """A full disk (or quota) is the user's to fix: one line naming the path (a BenchError; the
+    package's __init__ imports nothing heavy), whatever library raised it and however deep."""
+    from mnistbench import BenchError
+
+    seen = error
+    while seen is not None and not isinstance(seen, BenchError):  # a BenchError already says it
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = seen.filename or path
+            raise BenchError(f"no space left on the device of {where}: free some space there and rerun") from None
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
+
+
+@contextmanager
+def no_space_is_fatal(path):
+    """Within it, a full disk ends the job with raise_if_full's line instead of a traceback."""
+    try:
+        yield
+    except Exception as e:
+        raise_if_full(e, path)
+        raise
 
 
 @contextmanager
@@ -18,8 +43,9 @@ def atomic(path, suffix: str = ""):
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{suffix}")
     try:
-        yield tmp
-        os.replace(tmp, path)
+        with no_space_is_fatal(path):
+            yield tmp
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -46,3 +72,16 @@ def write_csv(path, df) -> None:
     """A pandas DataFrame as CSV, without its index."""
     with atomic(path) as tmp:
         df.to_csv(tmp, index=False)
+
+
+def sha256(path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def intact(path, checksum) -> bool:
+    """Whether `path` still holds what was written (the sha256 in the file `checksum` matches)."""
+    try:
+        return Path(checksum).read_text().strip() == sha256(path)
+    except OSError:
+        return False

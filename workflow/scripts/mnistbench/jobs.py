@@ -1,36 +1,83 @@
 """What every Snakemake script shares: a log file, and one clear line for a user's mistake."""
 
+import signal
 import sys
 import traceback
 from contextlib import contextmanager
+
+INTERRUPTED = "interrupted: rerun the same command to finish"
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt
+
+
+def forward_interrupts() -> None:
+    """Called in the Snakemake process (where it runs the jobs): an interrupt sent to Snakemake
+    alone (SIGINT) makes it wait for the running jobs without telling them, so a train job would
+    finish and write outputs that Snakemake then calls incomplete. Pass it on to every process
+    below Snakemake as SIGTERM (job() ends a job on it), then interrupt Snakemake as before."""
+    try:
+        import psutil  # a dependency of Snakemake, so present wherever this runs
+    except ImportError:
+        return
+
+    def forward(signum, frame):
+        for child in psutil.Process().children(recursive=True):
+            try:
+                child.send_signal(signal.SIGTERM)
+            except psutil.Error:
+                pass
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGINT, forward)
+    except ValueError:  # not the main thread (Snakemake's GUI): interrupts stay as they were
+        pass
 
 
 @contextmanager
 def job(snakemake):
     """Yield a `log(msg)` that writes to the rule's log (and stderr, for Snakemake's console).
 
-    A BenchError ends the job with its one line on stderr and in the log, not a traceback; any
-    other exception keeps its traceback in the log for debugging.
+    A BenchError ends the job with its one line on stderr and in the log, not a traceback; so do
+    a full disk and an interrupt (any signal Snakemake sends to stop a job: the job writes no
+    output after it). Any other exception keeps its traceback in the log for debugging.
     """
-    from mnistbench import BenchError
+    from mnistbench import BenchError, files
 
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
     path = snakemake.log[0] if snakemake.log else None
     f = open(path, "a", buffering=1) if path else None
 
     def log(msg):
         if f:
-            print(msg, file=f)
+            try:
+                print(msg, file=f)
+            except OSError:  # a full disk: the line still reaches the console
+                pass
         print(msg, file=sys.stderr, flush=True)
 
     try:
-        yield log
+        try:
+            yield log
+        except Exception as e:
+            files.raise_if_full(e, path or "the job's output")
+            raise
     except BenchError as e:
         log(f"error: {e}")
         sys.exit(1)
+    except KeyboardInterrupt:
+        log(INTERRUPTED)
+        sys.exit(130)
     except BaseException:
         if f:
             traceback.print_exc(file=f)
         raise
     finally:
         if f:
-            f.close()
+            try:
+                f.close()
+            except OSError:
+                pass

@@ -48,6 +48,36 @@ def compiler() -> list[str] | None:
     return [path, *cmd[1:]] if path else None
 
 
+_identity = {}
+
+
+def identity() -> str:
+    """The compiler a build uses, as a run depends on it: its command and the first line of its
+    `--version` (a compiler upgraded in place builds other code). "" without one."""
+    cc = compiler()
+    if cc is None:
+        return ""
+    key = tuple(cc)
+    if key not in _identity:
+        try:
+            r = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30, check=False)
+            version = (r.stdout or r.stderr).strip().splitlines()[:1]
+        except (OSError, subprocess.TimeoutExpired):
+            version = []
+        _identity[key] = " ".join([*cc, *version])
+    return _identity[key]
+
+
+def problem() -> str | None:
+    """Why the kernel cannot run here (no compiler, or it cannot build kernel.c), or None. Builds
+    it (once per machine and compiler, then cached)."""
+    try:
+        load()
+    except BuildError as e:
+        return str(e)
+    return None
+
+
 def _cpu() -> str:
     """What -march=native depends on: the cpu model and its feature flags where Linux lists them."""
     try:
@@ -91,7 +121,7 @@ def load() -> ctypes.CDLL:
     try:
         cache = _cache_dir()
         for flags in FLAGS:
-            key = "\0".join([*cc, *flags, platform.node(), _cpu()]).encode() + SOURCE.read_bytes()
+            key = "\0".join([identity(), *flags, platform.node(), _cpu()]).encode() + SOURCE.read_bytes()
             path = cache / f"kernel-{hashlib.sha256(key).hexdigest()[:16]}.so"
             if path in _loaded:
                 return _loaded[path]

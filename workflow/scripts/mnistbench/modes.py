@@ -468,9 +468,11 @@ class Kernel(Mode):
 
     @classmethod
     def why_not(cls, device):
-        if kernel.compiler() is None:
-            return "needs a C compiler (none found: install gcc or clang, or set CC)"
-        return super().why_not(device)
+        reason = super().why_not(device)
+        if reason or kernel.compiler() is None:
+            return reason or "needs a C compiler (none found: install gcc or clang, or set CC)"
+        built = kernel.problem()  # a compiler that cannot build kernel.c leaves it out as well
+        return f"needs a C compiler that builds kernel.c ({built})" if built else None
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)

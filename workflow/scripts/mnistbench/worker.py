@@ -14,8 +14,14 @@ process's CUDA context broken for good).
   the client goes (Ctrl-C, a killed job) it stops at once; nothing is written, since the outputs
   come only from the client.
 - What a run prints (the mode's own output included) goes to the job's log.
-- Timed runs on one machine never overlap, also across Snakemake invocations and with
-  warm_worker off: each takes `timed_slot()` (a lock file) while it runs.
+- Timed runs on one machine never overlap, also across Snakemake invocations, users and with
+  warm_worker off: each takes `timed_slot()` (a lock file every user shares) while it runs.
+- Only this user's jobs reach a worker: its socket lies in a directory only the user may enter
+  (0700) and is itself 0600; a client must prove it holds the key kept there (0600, the
+  standard library's authenticated `multiprocessing.connection`), and the caller's uid is
+  checked where the system tells it (SO_PEERCRED). A request is checked before it runs (its
+  files inside the working directory, its settings of the schema's types and ranges); a bad one
+  is refused in one line and the worker stays up.
 
 On a cluster each job trains in its own process instead (a remote job's config has warm_worker
 off: workflow/rules/common.smk).
@@ -25,20 +31,26 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import socket
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from multiprocessing.connection import AuthenticationError, Client, Listener
 from pathlib import Path
 
 from mnistbench import BenchError
 
 IDLE_S = 30
-SOCKETS = "results/.trainer-r{repeat}.sock"  # relative to the workflow's working directory
+SOCKETS = "results/.trainer/r{repeat}.sock"  # relative to the workflow's working directory
 PACKAGE = Path(__file__).resolve().parent
+SCHEMA = PACKAGE.parent.parent / "schemas" / "config.schema.yaml"
+# What a request holds: train.train's arguments and the job's log.
+REQUEST = {"cfg", "data_path", "device", "mode", "batch_size", "repeat", "log_path"}
 
 
 def socket_for(repeat: int) -> str:
@@ -60,7 +72,38 @@ def fingerprint() -> str:
 
 
 def _slot_path() -> Path:
-    return Path(tempfile.gettempdir()) / f"mnistbench-timed-{os.getuid()}.lock"
+    # /tmp, not $TMPDIR (which may differ per user): one slot for every user of the machine.
+    return Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()) / "mnistbench-timed.lock"
+
+
+def _open_slot():
+    """The slot's lock file, opened without following a symbolic link (anyone may plant one in
+    /tmp) and created readable and writable by every user, whatever the umask. Another user's
+    file that this user may not write is opened to read: a lock needs no more."""
+    path = _slot_path()
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(3):
+        mode = "r+"
+        try:
+            try:
+                fd = os.open(path, os.O_RDWR | nofollow)
+            except PermissionError:
+                fd, mode = os.open(path, os.O_RDONLY | nofollow), "r"
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | nofollow, 0o666)
+                os.fchmod(fd, 0o666)
+            except FileExistsError:  # another process created it meanwhile
+                continue
+        except OSError as e:  # ELOOP: a symbolic link
+            raise BenchError(
+                f"the timed-run lock {path} cannot be opened safely ({e.strerror}): remove it and rerun"
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise BenchError(f"the timed-run lock {path} is not a regular file: remove it and rerun")
+        return os.fdopen(fd, mode)
+    raise BenchError(f"the timed-run lock {path} keeps changing: remove it and rerun")
 
 
 def timed_slot_busy() -> bool:
@@ -69,7 +112,7 @@ def timed_slot_busy() -> bool:
         import fcntl
     except ImportError:
         return False
-    with open(_slot_path(), "a+") as f:
+    with _open_slot() as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -80,8 +123,8 @@ def timed_slot_busy() -> bool:
 
 @contextlib.contextmanager
 def timed_slot(log=print):
-    """Hold this machine's slot for timed runs (an exclusive lock on a file of this user in the
-    temp dir) for the duration of one run; wait while another process holds it. Inside a Slurm
+    """Hold this machine's slot for timed runs (an exclusive lock on a file that every user of
+    the machine shares) for the duration of one run; wait while another process holds it. Inside a Slurm
     job the scheduler places jobs, so there it is a no-op."""
     try:
         import fcntl
@@ -91,48 +134,88 @@ def timed_slot(log=print):
     if os.environ.get("SLURM_JOB_ID"):
         yield
         return
-    with open(_slot_path(), "a+") as f:
+    with _open_slot() as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
-            log(f"waiting: another timed run holds this machine ({f.read().strip() or 'unknown process'})")
+            log(f"waiting: another timed run holds this machine ({f.read(200).strip() or 'unknown process'})")
             fcntl.flock(f, fcntl.LOCK_EX)
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()} in {os.getcwd()}")
-        f.flush()
+        if f.writable():  # who holds it, for the next one's waiting line
+            f.seek(0)
+            f.truncate()
+            f.write(f"pid {os.getpid()} of uid {os.getuid()}")
+            f.flush()
         try:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _private_dir(sock_path: str) -> Path:
+    """The socket's directory, only this user's: created 0700, and made so if it is not (it is
+    this pipeline's own folder). Another user's, or a symbolic link, is refused."""
+    d = Path(sock_path).parent
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise BenchError(f"{d} (the training worker's folder) is not a folder of this user: remove it and rerun")
+    if st.st_mode & 0o077:
+        os.chmod(d, 0o700)
+    return d
+
+
+def authkey(sock_path: str) -> bytes:
+    """The secret a client proves it holds, kept 0600 in the socket's private directory; made once,
+    by whichever process needs it first (written whole under another name, then linked in)."""
+    d = _private_dir(sock_path)
+    path = d / "authkey"
+    if not path.exists():
+        tmp = d / f".authkey.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise BenchError(f"{path} is not a private file of this user: remove {d} and rerun")
+        return f.read()
+
+
 def _send(conn, obj) -> None:
-    blob = json.dumps(obj, default=str).encode()
-    conn.sendall(struct.pack(">Q", len(blob)) + blob)
+    conn.send_bytes(json.dumps(obj, default=str).encode())  # JSON, not pickle: plain data only
 
 
 def _recv(conn):
-    head = _exact(conn, 8)
-    return json.loads(_exact(conn, struct.unpack(">Q", head)[0]))
+    return json.loads(conn.recv_bytes(1 << 24))
 
 
-def _exact(conn, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = conn.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise ConnectionError("peer closed the connection")
-        buf += chunk
-    return bytes(buf)
+def peer_uid(conn) -> int | None:
+    """The uid of the process at the other end of a unix socket (None where the system does not say)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    s = socket.socket(fileno=os.dup(conn.fileno()))
+    try:
+        return struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
+    finally:
+        s.close()
 
 
 def train(request: dict, sock_path: str) -> tuple[dict, dict]:
     """Client side: train `request` in the worker at sock_path (starting one if none is up)."""
     request = dict(request, fingerprint=fingerprint())
+    key = authkey(sock_path)
     for _ in range(3):
-        conn = _connect(sock_path)
+        conn = _connect(sock_path, key)
+        if conn is None:  # the worker left as this job connected: start another
+            continue
         with conn:
             _send(conn, request)
             pid = "?"
@@ -141,12 +224,14 @@ def train(request: dict, sock_path: str) -> tuple[dict, dict]:
                 if ack.get("stale"):  # it was serving older code and has now exited
                     time.sleep(0.2)
                     continue
+                if "refused" in ack:
+                    raise BenchError(f"the training worker refused the request: {ack['refused']}")
                 pid = ack["pid"]
                 reply = _recv(conn)
-            except (ConnectionError, OSError) as e:
+            except (EOFError, OSError) as e:
                 raise BenchError(
-                    f"the training worker (pid {pid}) ended before the run finished ({e}); see the job's log "
-                    f"and rerun the job, or set warm_worker: false to train in the job's own process"
+                    f"the training worker (pid {pid}) ended before the run finished ({e or 'connection closed'}); "
+                    "see the job's log and rerun the job, or set warm_worker: false to train in the job's own process"
                 ) from None
         if "error" in reply:
             raise BenchError(reply["error"])
@@ -154,16 +239,21 @@ def train(request: dict, sock_path: str) -> tuple[dict, dict]:
     raise BenchError("the training worker kept reporting stale code; rerun the job")
 
 
-def _connect(sock_path: str, timeout_s: float = 120.0):
+def _connect(sock_path: str, key: bytes, timeout_s: float = 120.0):
     deadline = time.monotonic() + timeout_s
     started = False
     while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.connect(sock_path)
-            return s
+            return Client(sock_path, family="AF_UNIX", authkey=key)
         except (FileNotFoundError, ConnectionRefusedError):
-            s.close()
+            pass
+        except (EOFError, ConnectionResetError):
+            return None
+        except AuthenticationError:
+            raise BenchError(
+                f"the training worker on {sock_path} holds another key (its folder was replaced): "
+                f"end it (see {worker_log(sock_path)} for its pid) and rerun"
+            ) from None
         if not started:
             if os.path.exists(sock_path):
                 os.unlink(sock_path)  # left by a worker that died
@@ -183,66 +273,139 @@ def _connect(sock_path: str, timeout_s: float = 120.0):
         time.sleep(0.05)
 
 
+def check_request(req: dict, schema: dict) -> str | None:
+    """Why a request cannot run (None if it can): its keys, its files inside this worker's working
+    directory (the workflow's), its run settings of the schema's types and ranges."""
+    import jsonschema
+
+    from mnistbench.modes import MODES
+
+    # Without a log_path, what the run prints is dropped.
+    odd = (set(req) ^ REQUEST) - {"log_path"}
+    if odd:
+        return f"it holds {', '.join(sorted(odd))} unlike a train job's request"
+    home = os.path.realpath(os.getcwd())
+    for key in ("data_path", "log_path") if "log_path" in req else ("data_path",):
+        if not isinstance(req[key], str) or os.path.commonpath([home, os.path.realpath(req[key])]) != home:
+            return f"{key} {req[key]!r} lies outside the working directory {home}"
+    if req["mode"] not in MODES:
+        return f"unknown mode {req['mode']!r}"
+    if not isinstance(req["device"], str) or not re.fullmatch(r"[a-z]+(:\d+)?", req["device"]):
+        return f"malformed device {req['device']!r}"
+    for key, least in (("batch_size", 1), ("repeat", 0)):
+        if type(req[key]) is not int or req[key] < least:
+            return f"{key} {req[key]!r} is not an integer >= {least}"
+    try:
+        jsonschema.validate(req["cfg"], schema)
+    except jsonschema.ValidationError as e:
+        return f"config value {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+    return None
+
+
+def _load_schema() -> dict:
+    import yaml
+
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+class _Idle:
+    """Ends the worker after IDLE_S seconds without work, unless another worker is timing a run
+    now: then exiting (tearing down torch) would disturb it; this repeat's next job is likely
+    coming. The socket goes first, so a job arriving meanwhile starts a new worker."""
+
+    def __init__(self, sock_path: str):
+        self.sock_path, self.inode = sock_path, os.stat(sock_path).st_ino
+        self.lock, self.last = threading.Lock(), time.monotonic()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    @contextlib.contextmanager
+    def busy(self):
+        with self.lock:
+            yield
+            self.last = time.monotonic()
+
+    def _watch(self):
+        while True:
+            time.sleep(1)
+            with self.lock:
+                if time.monotonic() - self.last > IDLE_S and not timed_slot_busy():
+                    self.leave(0)
+
+    def leave(self, status: int):
+        """Remove the socket if it is still this worker's (another may have replaced it), and exit."""
+        with contextlib.suppress(OSError):
+            if os.stat(self.sock_path).st_ino == self.inode:
+                os.unlink(self.sock_path)
+        sys.stdout.flush()
+        os._exit(status)
+
+
 def serve(sock_path: str) -> None:
     import torch
 
     from mnistbench import train as trainer
 
-    mine = fingerprint()
+    mine, schema = fingerprint(), _load_schema()
+    key = authkey(sock_path)
     tmp = f"{sock_path}.{os.getpid()}"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(tmp)
-    os.replace(tmp, sock_path)  # appear atomically, ready to accept
-    server.listen(64)
-    server.settimeout(IDLE_S)
+    old = os.umask(0o177)  # the socket is 0600 from the start
     try:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                # Idle: leave, unless another worker is timing a run now. Then exiting (tearing
-                # down torch) would disturb it; wait, this repeat's next job is likely coming.
-                if timed_slot_busy():
-                    continue
-                return
-            with conn:
-                try:
-                    req = _recv(conn)
-                except ConnectionError:
-                    continue
-                if req.pop("fingerprint") != mine:
-                    _send(conn, {"stale": True})
-                    return
-                _send(conn, {"pid": os.getpid()})
-                watch = _watch(conn, req.get("log_path"))
-                reply = _run(req, trainer, torch)
-                watch.set()
-                try:
-                    _send(conn, reply)
-                except OSError:  # the job went meanwhile: its outputs are simply not written
-                    pass
-                if poisoned(reply):
-                    return
+        listener = Listener(tmp, family="AF_UNIX", authkey=key)
     finally:
-        server.close()
-        _unlink_if_mine(sock_path)
+        os.umask(old)
+    os.replace(tmp, sock_path)  # appear atomically, ready to accept
+    idle = _Idle(sock_path)
+    while True:
+        try:
+            conn = listener.accept()  # authenticates the client: a wrong key ends here
+        except (AuthenticationError, EOFError, OSError) as e:
+            print(f"refused a connection: {type(e).__name__}: {e}", flush=True)
+            continue
+        with idle.busy(), conn:
+            uid = peer_uid(conn)
+            if uid is not None and uid != os.getuid():
+                print(f"refused a connection of uid {uid}: this worker serves uid {os.getuid()} only", flush=True)
+                continue
+            try:
+                req = _recv(conn)
+            except (EOFError, OSError, ValueError):
+                continue
+            if not isinstance(req, dict) or req.pop("fingerprint", None) != mine:
+                _send(conn, {"stale": True})
+                idle.leave(0)
+            problem = check_request(req, schema)
+            if problem:
+                print(f"refused a request: {problem}", flush=True)
+                _send(conn, {"refused": problem})
+                continue
+            _send(conn, {"pid": os.getpid()})
+            watch = _watch(conn, req.get("log_path", os.devnull))
+            reply = _run(req, trainer, torch)
+            watch.set()
+            try:
+                _send(conn, reply)
+            except OSError:  # the job went meanwhile: its outputs are simply not written
+                pass
+            if poisoned(reply):
+                idle.leave(1)
 
 
 def _watch(conn, log_path) -> threading.Event:
-    """Stop this process if the client goes while its run trains. The thread sleeps in recv (the
-    client sends nothing more), so it costs the timed loop nothing. Returns the event that marks
-    the run's end; after it, the client closing is expected."""
+    """Stop this process if the client goes while its run trains. The thread waits on the
+    connection (the client sends nothing more), so it costs the timed loop nothing. Returns the
+    event that marks the run's end; after it, the client closing is expected."""
     done = threading.Event()
 
     def wait():
         try:
-            gone = conn.recv(1) == b""
-        except OSError:
+            conn.poll(None)
+            conn.recv_bytes()
+            gone = False
+        except (EOFError, OSError):
             gone = True
         if gone and not done.is_set():
-            if log_path:
-                with open(log_path, "a") as f:
-                    print("cancelled: the job ended while its run trained; the worker stops the run", file=f)
+            with open(log_path, "a") as f:
+                print("cancelled: the job ended while its run trained; the worker stops the run", file=f)
             os._exit(1)
 
     threading.Thread(target=wait, daemon=True).start()
@@ -253,19 +416,6 @@ def poisoned(reply: dict) -> bool:
     """Whether the run hit a CUDA error: those are sticky, so the next job needs a fresh process."""
     text = reply.get("error", "") + str(reply.get("row", {}).get("message", ""))
     return any(s in text for s in ("CUDA error", "device-side assert", "CUBLAS_STATUS", "CUDNN_STATUS"))
-
-
-def _unlink_if_mine(sock_path: str) -> None:
-    # Another worker may have replaced the socket since; only a dead one's path is ours to remove.
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(sock_path)
-        s.close()
-    except OSError:
-        try:
-            os.unlink(sock_path)
-        except OSError:
-            pass
 
 
 @contextlib.contextmanager
@@ -293,7 +443,7 @@ def _run(req: dict, trainer, torch) -> dict:
     # Every run compiles again (in-memory state cleared). Inductor's disk cache stays, so after
     # the first run of a graph `setup_s` is a warm-cache compile, as a user's second run is.
     torch.compiler.reset()
-    log_path = req.pop("log_path", None) or os.devnull  # the rest are train.train's arguments
+    log_path = req.pop("log_path", os.devnull)  # the rest are train.train's arguments
     with _output_to(log_path) as f, timed_slot(log=lambda msg: print(msg, file=f)):
         try:
             row, record = trainer.train(**req, log=lambda msg: print(msg, file=f))

@@ -1,0 +1,220 @@
+"""Faults a user meets: a corrupt intermediate, a changed mirror list, a full disk, an interrupt.
+Each ends with one line naming the cause and the fix, leaves the results consistent, and a plain
+rerun completes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import closed_port, jobs, snakemake, tiny_config
+from mnistbench import BenchError, data, files, kernel, modes, synthetic, worker
+from mnistbench.jobs import INTERRUPTED
+
+PKG = str(Path(data.__file__).parents[1])
+RUN = "results/runs/cpu/module/bs64/r0.csv"
+
+
+def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, tmp_path):
+    url, md5 = mirror
+    cfg = tiny_config(url, md5, modes=["module"], batch_sizes=[64], epochs=1)
+    snakemake(tmp_path, cfg, RUN)
+    pt = tmp_path / "results/preload/mnist.pt"
+    pt.write_bytes(pt.read_bytes()[: pt.stat().st_size // 2])
+    # Read directly (as a job would): one line naming the file and the fix.
+    with pytest.raises(BenchError, match=r"cannot read the preloaded data .*mnist.pt .*rerun the same snakemake"):
+        data.load_tensors(pt, "cpu")
+    # A config change that retimes the run, then a plain rerun: preload rebuilds the file first.
+    proc = snakemake(tmp_path, dict(cfg, epochs=2), RUN)
+    assert "preload" in jobs(proc) and "does not match its checksum" in proc.stderr
+    row = (tmp_path / RUN).read_text().splitlines()
+    assert row[1].split(",")[row[0].split(",").index("status")] == "ok"
+    assert files.intact(pt, tmp_path / "results/preload/mnist.pt.sha256")
+
+
+def test_a_changed_mirror_list_reruns_nothing(mirror, tmp_path):
+    url, md5 = mirror
+    snakemake(tmp_path, tiny_config(url, md5), "download_mnist")
+    dead = dict(mirrors=[f"http://127.0.0.1:{closed_port()}/"], md5=md5)
+    proc = snakemake(tmp_path, tiny_config(url, md5, mnist=dead), "download_mnist")
+    assert "download_mnist" not in jobs(proc)
+    assert len(list((tmp_path / "results/data/MNIST/raw").glob("*-ubyte"))) == 4
+
+
+def test_verified_archives_are_used_before_any_mirror(tmp_path):
+    md5 = synthetic.write(tmp_path / "m", n_train=50, n_test=20)
+    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    raw = tmp_path / "d/MNIST/raw"
+    for p in raw.glob("*-ubyte"):  # what Snakemake deletes before it reruns the download
+        p.unlink()
+    data.download(tmp_path / "d", [f"http://127.0.0.1:{closed_port()}/"], md5, log=lambda m: None)
+    assert data.load_raw(tmp_path / "d")["train_x"].shape == (50, 784)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB file system (tmpfs): room for a few small files, not for MNIST."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root): the full-disk cases need a real full disk")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_full_disk_during_download_names_the_path(tiny_disk, tmp_path):
+    md5 = synthetic.write(tmp_path / "m", n_train=200, n_test=50)
+    with pytest.raises(BenchError, match=r"no space left on the device of .*disk.*free some space"):
+        data.download(tiny_disk, [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    assert not [p for p in (tiny_disk / "MNIST/raw").iterdir()]  # nothing half-written
+
+
+JOB = """
+import sys, types
+from mnistbench import files
+from mnistbench.jobs import job
+with job(types.SimpleNamespace(log=[sys.argv[1]])) as log:
+    files.write_text(sys.argv[2], "x" * 200_000)
+"""
+
+
+def test_a_full_disk_during_a_job_is_one_line(tiny_disk, tmp_path):
+    out = tiny_disk / "summary.md"
+    proc = subprocess.run(
+        [sys.executable, "-c", JOB, str(tmp_path / "job.log"), str(out)],
+        env=dict(os.environ, PYTHONPATH=PKG),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    assert line == f"error: no space left on the device of {out}: free some space there and rerun"
+    assert not list(tiny_disk.iterdir())  # no partial output, no temporary file
+
+
+WAIT = """
+import sys, time, types
+from mnistbench.jobs import job
+with job(types.SimpleNamespace(log=[sys.argv[1]])) as log:
+    log("started")
+    time.sleep(60)
+    log("finished")
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signalled_job_says_interrupted_in_one_line(tmp_path, sig):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WAIT, str(tmp_path / "job.log")],
+        env=dict(os.environ, PYTHONPATH=PKG),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr.readline().strip() == "started"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert err.splitlines() == [INTERRUPTED] and proc.returncode == 130
+    assert "finished" not in (tmp_path / "job.log").read_text()
+
+
+def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, tmp_path):
+    """SIGINT to the Snakemake process only (not its process group): the running train job stops
+    (its warm worker's run with it) and writes nothing; a plain rerun completes."""
+    url, md5 = mirror
+    cfg = tiny_config(url, md5, modes=["seed"], batch_sizes=[1], train_samples=512, epochs=40, retime=0)
+    run = "results/runs/cpu/seed/bs1/r0.csv"
+    log = tmp_path / "logs/train/cpu/seed/bs1_r0.log"
+    snakemake(tmp_path, cfg, "results/preload/mnist.pt")
+    (tmp_path / "config.yaml").write_text(__import__("yaml").safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(PKG).parents[1] / "Snakefile")]
+    cmd += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", run]
+    smk = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (log.exists() and "epoch 1/" in log.read_text()):
+        assert time.monotonic() < deadline and smk.poll() is None, smk.communicate()
+        time.sleep(0.1)
+    smk.send_signal(signal.SIGINT)
+    _, err = smk.communicate(timeout=120)
+    assert smk.returncode != 0
+    assert "Traceback" not in err, err
+    time.sleep(1)
+    assert not (tmp_path / run).exists() and "epoch 40/40" not in log.read_text()
+    assert INTERRUPTED in log.read_text().splitlines()
+    snakemake(tmp_path, cfg, run)  # a plain rerun completes (no IncompleteFilesException)
+    assert (tmp_path / run).exists()
+
+
+def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatch):
+    monkeypatch.setenv("CC", "/bin/false")
+    why = modes.why_not("kernel", "cpu")
+    assert why == "kernel needs a C compiler that builds kernel.c (/bin/false could not build kernel.c: exit status 1)"
+
+
+@pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler to build the kernel")
+def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, tmp_path, monkeypatch):
+    url, md5 = mirror
+    cfg = tiny_config(url, md5, modes=["module", "kernel"], batch_sizes=[64], epochs=1)
+    snakemake(tmp_path, cfg)
+    monkeypatch.setenv("CC", "/bin/false")  # kernel pairs leave the grid; nothing else reruns
+    assert "train" not in jobs(snakemake(tmp_path, cfg, "-n"))
+    other = tmp_path / "other-cc"
+    other.write_text(f'#!/bin/sh\nexec {kernel.compiler()[0]} "$@"\n')
+    other.chmod(0o755)
+    monkeypatch.setenv("CC", str(other))  # another compiler: the kernel runs, and only they, rerun
+    proc = snakemake(tmp_path, cfg, "-n", "results/runs/cpu/kernel/bs64/r0.csv", "results/runs/cpu/module/bs64/r0.csv")
+    assert jobs(proc) == ["train"] and "cpu/kernel/bs64/r0.csv" in proc.stdout
+
+
+def test_the_timed_slot_is_one_file_for_every_user():
+    assert worker._slot_path().parent == Path("/tmp") and str(os.getuid()) not in worker._slot_path().name
+
+
+def test_the_timed_slot_never_follows_a_planted_link(tmp_path, monkeypatch):
+    lock, victim = tmp_path / "slot.lock", tmp_path / "victim"
+    victim.write_text("keep me")
+    lock.symlink_to(victim)
+    monkeypatch.setattr(worker, "_slot_path", lambda: lock)
+    with pytest.raises(BenchError, match=r"slot.lock cannot be opened safely .*remove it and rerun"):
+        with worker.timed_slot(log=lambda m: None):
+            pass
+    assert victim.read_text() == "keep me"
+
+
+def test_the_timed_slot_is_open_to_every_user_whatever_the_umask(tmp_path, monkeypatch):
+    lock = tmp_path / "slot.lock"
+    monkeypatch.setattr(worker, "_slot_path", lambda: lock)
+    old = os.umask(0o077)
+    try:
+        with worker.timed_slot(log=lambda m: None):
+            assert worker.timed_slot_busy()
+    finally:
+        os.umask(old)
+    assert lock.stat().st_mode & 0o777 == 0o666 and not worker.timed_slot_busy()
+
+
+def test_a_refused_aggregate_leaves_no_figures_or_fits_of_older_runs(mirror, tmp_path):
+    import pandas as pd
+
+    url, md5 = mirror
+    cfg = tiny_config(url, md5, modes=["module"], batch_sizes=[8, 64], epochs=1)
+    wd = tmp_path / "wd"
+    snakemake(wd, cfg)
+    made = ["results/summary.md", "results/summary/fits.csv", "results/figures/ladder.png"]
+    assert all((wd / f).exists() for f in made)
+    # Another machine's runs, made with other settings.
+    runs = pd.read_csv(wd / "results/summary/runs.csv")
+    runs["host"] = "other-box"
+    runs["settings"] = [s.replace('"epochs": 1', '"epochs": 3') for s in runs["settings"]]
+    assert '"epochs": 3' in runs["settings"][0]
+    (tmp_path / "other").mkdir()
+    runs.to_csv(tmp_path / "other/runs.csv", index=False)
+    proc = snakemake(wd, dict(cfg, merge_runs=[str(tmp_path / "other/runs.csv")]), check=False)
+    assert proc.returncode != 0
+    (line,) = sorted({ln for ln in proc.stderr.splitlines() if ln.startswith("error:")})
+    assert "different settings" in line and "`epochs` differs" in line
+    assert not [f for f in made + ["results/summary/runs.csv"] if (wd / f).exists()]
+    snakemake(wd, cfg)  # without that machine, a plain rerun completes
+    assert all((wd / f).exists() for f in made)
