@@ -2,10 +2,12 @@
 accelerator is compared with a named cpu machine (synthetic runs tables, no Slurm needed)."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import snakemake, tiny_config
 from mnistbench import aggregate, analysis, env, machines, words
 
 EPYC = "AMD EPYC 9654, 8 threads; torch 2.11.0"
@@ -138,3 +140,39 @@ def test_no_cpu_run_leaves_the_gpu_without_basis(n):
     assert machines.basis(runs) == {H100: None}
     cross = analyse(runs)[0]["crossover"]
     assert cross["note"].str.startswith("no cpu run of module").all()
+
+
+TRAIN_JOB = re.compile(r"rule train:.*?wildcards: device=(\S+),.*?resources: ([^\n]*)", re.S)
+
+
+def train_jobs(mirror, tmp_path, slurm: dict) -> dict:
+    """{device folder: its train job's resources} of a dry run (no Slurm needed: the resources
+    are what the Slurm executor turns into sbatch options)."""
+    cfg = tiny_config(*mirror, devices=["cpu", "cuda"], modes=["module"], batch_sizes=[64])
+    proc = snakemake(tmp_path, dict(cfg, slurm=slurm), "-n")
+    found = {}
+    for slug, res in TRAIN_JOB.findall(proc.stdout):
+        found[slug] = dict(kv.split("=", 1) for kv in res.split(", "))
+    return found
+
+
+def test_two_gpu_models_fan_every_cuda_train_job_out(mirror, tmp_path):
+    jobs = train_jobs(mirror, tmp_path, {"gpu_models": ["t4", "a100"]})
+    assert set(jobs) == {"cpu", "cuda@t4", "cuda@a100"}
+    for model in ("t4", "a100"):
+        r = jobs[f"cuda@{model}"]
+        assert (r["gpu"], r["gpu_model"], r["slurm_partition"]) == ("1", model, "gpu")  # sbatch --gpus=<model>:1
+    assert (jobs["cpu"]["gpu"], jobs["cpu"]["slurm_partition"]) == ("0", "cpu")
+
+
+@pytest.mark.parametrize("slurm, model", [({"gpu_models": ["t4"]}, "t4"), ({"gpu_model": "t4"}, "t4"), ({}, "")])
+def test_one_gpu_model_or_none_is_one_cuda_job(mirror, tmp_path, slurm, model):
+    jobs = train_jobs(mirror, tmp_path, slurm)
+    assert set(jobs) == {"cpu", "cuda"} and jobs["cuda"]["gpu_model"] == model
+
+
+def test_cpu_on_gpu_partition_adds_cpu_runs_on_the_gpu_nodes(mirror, tmp_path):
+    jobs = train_jobs(mirror, tmp_path, {"cpu_on_gpu_partition": True})
+    assert set(jobs) == {"cpu", "cpu@gpu", "cuda"}
+    assert (jobs["cpu@gpu"]["slurm_partition"], jobs["cpu@gpu"]["gpu"]) == ("gpu", "0")
+    assert jobs["cpu"]["slurm_partition"] == "cpu"
