@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import run_workflow  # noqa: E402
 import yaml  # noqa: E402
-from mnistbench import analysis, synthetic, uncertainty  # noqa: E402
+from mnistbench import analysis, machines, synthetic, uncertainty  # noqa: E402
 
 # Only proves the script works end to end (used by the tests): too small to judge anything.
 QUICK = dict(
@@ -108,7 +108,7 @@ def main(argv=None):
     reps, runs = {}, {}
     for name in ("run1", "run2"):
         wall = pipeline(wd / name, configfiles, a.config)
-        r = pd.read_csv(wd / name / "results/summary/runs.csv")
+        r = machines.places(pd.read_csv(wd / name / "results/summary/runs.csv"))  # as the analysis compares
         reps[name], runs[name] = analysis.replicates(r), r  # the usable runs, as the report's
         trained = r["total_train_s"].sum()
         print(

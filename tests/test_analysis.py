@@ -35,6 +35,10 @@ def synthetic_runs(truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host=
                 rows.append(
                     dict(
                         host=host,
+                        # each host its own hardware (machines.py's format)
+                        machine=f"{host} cpu, 4 threads; "
+                        + (f"{device.upper()}, 16 GiB; " if device != "cpu" else "")
+                        + "torch 2",
                         device=device,
                         device_name=device.upper(),
                         mode=mode,

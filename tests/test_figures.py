@@ -42,6 +42,7 @@ def epochs_for(runs: pd.DataFrame) -> pd.DataFrame:
             rows.append(
                 dict(
                     host=r.host,
+                    machine=r.machine,
                     device=r.device,
                     mode=r["mode"],
                     batch_size=r.batch_size,

@@ -93,8 +93,9 @@ check_merge_runs()
 
 def run_files(ext):
     return [
-        f"results/runs/{devs.slug(d)}/{m}/bs{b}/r{r}.{ext}"
+        f"results/runs/{s}/{m}/bs{b}/r{r}.{ext}"
         for d, m in PAIRS
+        for s in train_slugs(d)
         for b in BATCH_SIZES
         for r in REPEATS
     ]
@@ -164,7 +165,8 @@ def later_outputs(wildcards):
 
 
 def device_of(wildcards):
-    return SLUGS.get(wildcards.device, devs.unslug(wildcards.device))
+    s = wildcards.device.split("@")[0]
+    return SLUGS.get(s, devs.unslug(s))
 
 
 def needs_gpu(wildcards):
@@ -175,6 +177,25 @@ def needs_gpu(wildcards):
 # and they go to the GPU partition; see profiles/README.md.
 SLURM = config["slurm"]
 PRELOAD_NEEDS_GPU = any(devs.spec(d).needs_gpu for d in DEVICES)
+GPU_MODELS = SLURM["gpu_models"] or [m for m in [SLURM["gpu_model"]] if m]
+# A train job's device folder: the device's slug, and after "@" where it runs when a device runs
+# in several places: a GPU model (two or more in slurm.gpu_models), or `gpu` for the cpu's runs on
+# the GPU partition (slurm.cpu_on_gpu_partition).
+TRAIN_SLUG_PATTERN = rf"(?:{devs.SLUG_PATTERN})(?:@[A-Za-z0-9_.-]+)?"
+
+
+def train_slugs(device):
+    s = devs.slug(device)
+    if devs.spec(device).needs_gpu and len(GPU_MODELS) > 1:
+        return [f"{s}@{m}" for m in GPU_MODELS]
+    if devs.is_host(device) and SLURM["cpu_on_gpu_partition"]:
+        return [s, f"{s}@gpu"]
+    return [s]
+
+
+def placed(wildcards):
+    """The part of the device folder after "@" ("" for the device's only place)."""
+    return wildcards.device.partition("@")[2]
 
 
 def train_gpus(wildcards):
@@ -182,11 +203,14 @@ def train_gpus(wildcards):
 
 
 def train_partition(wildcards):
-    return SLURM["gpu_partition"] if needs_gpu(wildcards) else SLURM["cpu_partition"]
+    on_gpu = needs_gpu(wildcards) or placed(wildcards)
+    return SLURM["gpu_partition"] if on_gpu else SLURM["cpu_partition"]
 
 
 def train_gpu_model(wildcards):
-    return SLURM["gpu_model"] if needs_gpu(wildcards) else ""
+    if not needs_gpu(wildcards):
+        return ""
+    return placed(wildcards) or (GPU_MODELS[0] if len(GPU_MODELS) == 1 else "")
 
 
 # What a timed job (train, profile) asks for. Timed jobs never overlap: the default profile

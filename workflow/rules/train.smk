@@ -7,7 +7,7 @@ rule train:
     log:
         "logs/train/{device}/{mode}/bs{batch_size}_r{repeat}.log",
     wildcard_constraints:
-        device=devs.SLUG_PATTERN,
+        device=TRAIN_SLUG_PATTERN,
         batch_size=r"\d+",
         repeat=r"\d+",
     conda:

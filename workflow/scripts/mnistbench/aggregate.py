@@ -1,5 +1,6 @@
 """Every run's CSV row into one table, the per-combination summary, and the runs of other machines
-merged in by host (pandas). Runs made with different settings never share a summary."""
+merged in by host (pandas). The summary pools by machine (the hardware, machines.py), so repeats
+on identical nodes share a row. Runs made with different settings never share a summary."""
 
 import json
 from pathlib import Path
@@ -10,7 +11,7 @@ import pandas as pd
 from mnistbench import BenchError, files, uncertainty
 from mnistbench.records import COLUMNS, INTEGER, NUMBER
 
-KEYS = ["host", "device", "mode", "batch_size"]
+KEYS = ["machine", "device", "mode", "batch_size"]
 # Tables that travel between machines: each file name is the same in every results/summary/.
 TABLES = ("runs", "epochs", "environment", "transfer", "profile")
 ENV_COLUMNS = [
@@ -44,8 +45,8 @@ def load_epochs(records) -> pd.DataFrame:
     for rec in records:
         r = rec["row"]
         for e in rec["epochs"]:
-            rows.append(dict({k: r[k] for k in KEYS + ["repeat"]}, **e))
-    cols = KEYS + ["repeat", "epoch", "train_s", "cum_train_s", "test_loss", "test_accuracy"]
+            rows.append(dict({k: r[k] for k in ["host", *KEYS, "repeat"]}, **e))
+    cols = ["host", *KEYS, "repeat", "epoch", "train_s", "cum_train_s", "test_loss", "test_accuracy"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -196,10 +197,11 @@ def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 
 
 def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFrame:
-    """Per host x device x mode x batch size: median and IQR of samples/s over the usable repeats
-    (status ok, timing verdict in `use`) with the 95 % interval of the median (`_lo`, `_hi`: over
-    processes and the steps within them; none with one usable run), how many runs were usable,
-    and whether the repeats agree (their median step times within a factor of repeat_spread)."""
+    """Per machine x device x mode x batch size (`host`: the hosts it ran on): median and IQR of
+    samples/s over the usable repeats (status ok, timing verdict in `use`) with the 95 % interval
+    of the median (`_lo`, `_hi`: over processes and the steps within them; none with one usable
+    run), how many runs were usable, and whether the repeats agree (their median step times within
+    a factor of repeat_spread)."""
     ok = usable(runs, use)
     g = ok.groupby(KEYS)
     stats = pd.DataFrame(
@@ -222,6 +224,7 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
     stats["samples_per_s_lo"] = [bounds.get(k, (np.nan, np.nan))[0] for k in stats.index]
     stats["samples_per_s_hi"] = [bounds.get(k, (np.nan, np.nan))[1] for k in stats.index]
     counts = runs.groupby(KEYS).agg(
+        host=("host", lambda s: ",".join(sorted(set(s)))),
         device_name=("device_name", "first"),
         n_runs=("status", "size"),
         statuses=("status", lambda s: ",".join(sorted(set(s)))),

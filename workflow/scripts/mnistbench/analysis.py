@@ -23,13 +23,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from mnistbench import files, uncertainty, words
-from mnistbench.aggregate import KEYS, check_settings, summarise, usable
+from mnistbench import files, machines, uncertainty, words
+from mnistbench.aggregate import check_settings, summarise, usable
 from mnistbench.devices import HOST, host_first
 from mnistbench.modes import MODES
 
 BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader batch copies
 REFERENCE_MODES = ("seed", "module", "manual")  # the mode ladder is compared with the first present
+# `host` in these tables is the place a comparison is made (machines.places): a host, or an
+# accelerator's machine beside the cpu machine it is compared with.
+KEYS = ["host", "device", "mode", "batch_size"]
 
 
 # --- the replicates -----------------------------------------------------------------------------
@@ -611,6 +614,7 @@ def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
     """All tables and the findings, from data frames (no files): what the tests call."""
     q = cfg.get("quality") or {}
     use = tuple(q.get("use", ["ok"]))
+    raw, runs = runs, machines.places(runs)
     bw = bandwidth(transfer)
     reps = replicates(runs, use)
     fit_reps = fit_replicates(runs, use, reps)
@@ -625,9 +629,9 @@ def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
         dataloader=dataloader(runs, bw, prof, use, reps),
         profile=prof,
         environment=env,
-        excluded=excluded(runs, use),
-        disagreeing=disagreeing(runs, use, q.get("repeat_spread", 1.25)),
-        code_notes=check_settings(runs) if "settings" in runs.columns else [],
+        excluded=excluded(raw, use),
+        disagreeing=disagreeing(raw, use, q.get("repeat_spread", 1.25)),
+        code_notes=check_settings(raw) if "settings" in raw.columns else [],
         use=use,
     )
     return tables, words.findings(tables, cfg)

@@ -206,6 +206,26 @@ def name(device: str) -> str:
     return cpu_model()
 
 
+def accelerator(device: str) -> str:
+    """What identifies an accelerator's hardware and driver for a run's machine: name, memory,
+    driver and CUDA version for cuda; empty on the cpu."""
+    k = kind(device)
+    if k == "cuda":
+        gib = torch.cuda.get_device_properties(device).total_memory / 2**30
+        return f"{name(device)}, {gib:.0f} GiB, driver {_driver()}, CUDA {torch.version.cuda}"
+    return "" if spec(device).host else name(device)
+
+
+def _driver() -> str:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlSystemGetDriverVersion()
+    except Exception:  # no nvidia-ml-py or no NVML library: the CUDA version still identifies it
+        return "unknown"
+
+
 def runtime(device: str) -> dict:
     """Versions of the device's runtime libraries, for the environment record."""
     cuda = kind(device) == "cuda"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from mnistbench import devices
+from mnistbench import devices, machines
 
 
 def git_commit() -> str:
@@ -38,6 +38,12 @@ def arithmetic_limit_us() -> float | None:
         return kernel.arithmetic_limit_us_per_sample()
     except kernel.BuildError:
         return None
+
+
+def machine(device: str, threads: int) -> str:
+    """The hardware a run had, as machines.py reads it: runs on identical nodes pool by it."""
+    parts = [f"{devices.cpu_model()}, {threads} threads", devices.accelerator(device), f"torch {torch.__version__}"]
+    return machines.SEP.join(p for p in parts if p)
 
 
 def describe(device: str, threads: int, cfg: dict) -> dict:

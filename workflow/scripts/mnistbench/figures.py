@@ -23,8 +23,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
-from mnistbench import files, uncertainty  # noqa: E402
-from mnistbench.aggregate import KEYS  # noqa: E402
+from mnistbench import files, machines, uncertainty  # noqa: E402
+from mnistbench.analysis import KEYS  # noqa: E402
 from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
 from mnistbench.modes import MODES  # noqa: E402
 from mnistbench.words import rate, times, with_ci  # noqa: E402
@@ -617,7 +617,8 @@ def render(inp, out, dpi=110, style="whitegrid", target=None, use=("ok",), log=p
             continue
         for i in f.inputs:
             if i not in tables:
-                tables[i] = pd.read_csv(inp[i])
+                t = pd.read_csv(inp[i])
+                tables[i] = machines.places(t) if i in ("runs", "epochs") else t  # as the analysis compares
         fig = f.draw(*(tables[i] for i in f.inputs), **{o: options[o] for o in f.options})
         save(fig, out[name], dpi=dpi)
         log(f"wrote {out[name]}")

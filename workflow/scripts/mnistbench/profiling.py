@@ -36,7 +36,7 @@ from mnistbench.modes import MODES, Unsupported, exists
 
 PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]
 COLUMNS = (
-    ["host", "device", "device_name", "mode", "batch_size", "status", "message", "split", "steps"]
+    ["host", "machine", "device", "device_name", "mode", "batch_size", "status", "message", "split", "steps"]
     + ["step_us_plain", "step_us_profiled"]
     + [f"{p}_us" for p in PHASES]
     + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels", "threads", "torch_version"]

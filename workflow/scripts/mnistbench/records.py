@@ -5,8 +5,9 @@ Standard library only, so a Snakemake job can write them without importing torch
 
 from mnistbench import files
 
-# The columns of a row (and of runs.csv), in groups.
-WHAT = ["host", "device", "device_name", "mode", "batch_size", "repeat"]
+# The columns of a row (and of runs.csv), in groups. host: where it ran; machine: the hardware
+# it had (env.machine), which the summary pools by.
+WHAT = ["host", "machine", "device", "device_name", "mode", "batch_size", "repeat"]
 # status: ok, diverged, oom, unsupported, error; quality: the timing's verdict (ok, noisy,
 # few_steps); each with its reason. attempts = timings made (retimes + 1).
 OUTCOME = ["status", "message", "quality", "quality_note", "attempts"]

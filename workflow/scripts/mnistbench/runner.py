@@ -11,14 +11,23 @@ from pathlib import Path
 
 import torch
 
-from mnistbench import devices, model
+from mnistbench import devices, env, model
 from mnistbench.modes import MODES, Unsupported, why_not
 from mnistbench.timing import wall
 
 PACKAGE = Path(__file__).resolve().parent
 # Modules that only read finished runs: editing them must not retime anything (the figures and the
 # analysis rerun on their own). Every other source file of the package trains or times a run.
-READS_RESULTS = {"aggregate.py", "analysis.py", "words.py", "figures.py", "profiling.py", "synthetic.py", "jobs.py"}
+READS_RESULTS = {
+    "aggregate.py",
+    "analysis.py",
+    "words.py",
+    "figures.py",
+    "profiling.py",
+    "synthetic.py",
+    "jobs.py",
+    "machines.py",
+}
 # Config keys a run's result depends on (nested keys with a dot). cpu_threads belongs to a host:
 # it may differ between merged machines; the others may not differ within one summary.
 SETTINGS = (
@@ -81,6 +90,7 @@ def base_row(device: str, mode: str, batch_size: int, threads: int) -> dict:
     """What every result row (a train run, a profiled mode) starts with."""
     return dict(
         host=socket.gethostname(),
+        machine=env.machine(device, threads),
         device=device,
         device_name=devices.name(device),
         mode=mode,

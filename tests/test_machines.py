@@ -1,0 +1,178 @@
+"""A machine is its hardware: runs on identical nodes pool, different hardware never does, and each
+accelerator is compared with a named cpu machine (synthetic runs tables, no Slurm needed)."""
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import snakemake, tiny_config
+from mnistbench import aggregate, analysis, env, machines, words
+
+EPYC = "AMD EPYC 9654, 8 threads; torch 2.11.0"
+XEON = "Intel Xeon Platinum 8480+, 8 threads; torch 2.11.0"
+H100 = "Intel Xeon Platinum 8480+, 8 threads; NVIDIA H100 80GB HBM3, 80 GiB, driver 550.54, CUDA 12.4; torch 2.11.0"
+A100 = "Intel Xeon Platinum 8480+, 8 threads; NVIDIA A100-SXM4-40GB, 40 GiB, driver 550.54, CUDA 12.4; torch 2.11.0"
+SIZES = [1, 16, 256, 4096]
+# step time = a + b * batch (µs) per device kind: the cpu cheap per step, the GPU cheap per sample.
+COST = {"cpu": (40.0, 2.0), "cuda": (300.0, 0.01)}
+
+
+def rows(machine, hosts, device="cpu", modes=("module",), sizes=SIZES, repeats=2, scale=1.0, seed=0):
+    """Runs of one machine; repeat r runs on hosts[r % len(hosts)] (a cluster spreads them)."""
+    rng = np.random.default_rng(seed)
+    a, b = COST[device]
+    out = []
+    for mode in modes:
+        for bs in sizes:
+            for r in range(repeats):
+                t = (a + b * bs) * scale * 1e-6 * math.exp(rng.normal(0, 0.01))
+                out.append(
+                    dict(
+                        host=hosts[r % len(hosts)],
+                        machine=machine,
+                        device=device,
+                        device_name=machines.short(machine),
+                        mode=mode,
+                        batch_size=bs,
+                        repeat=r,
+                        status="ok",
+                        message="",
+                        quality="ok",
+                        quality_note="",
+                        step_time_median_s=t,
+                        samples_per_s=bs / t,
+                        test_accuracy=0.9,
+                        final_loss=0.3,
+                        time_to_target_s="",
+                    )
+                )
+    return pd.DataFrame(out)
+
+
+def analyse(runs):
+    empty_transfer = pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds", "gb_per_s"])
+    prof, env_ = pd.DataFrame(columns=["host", "mode", "status"]), pd.DataFrame(columns=["host", "device"])
+    return analysis.analyse(runs, empty_transfer, prof, env_, {"quality": {"use": ["ok"]}})
+
+
+def test_machine_identity_names_the_hardware_and_parses_back():
+    m = env.machine("cpu", 3)
+    assert m.endswith(f"3 threads; torch {env.torch.__version__}") and machines.cpu_of(m) == m
+    assert machines.short(m) == m.split("; ")[0]
+    assert machines.cpu_of(H100) == XEON and machines.short(H100) == "NVIDIA H100 80GB HBM3, 80 GiB"
+
+
+def test_identical_nodes_pool_their_repeats_and_different_hardware_never_does():
+    runs = pd.concat([rows(EPYC, ["cpu01", "cpu02"]), rows(XEON, ["gpu01"], scale=1.5)], ignore_index=True)
+    s = aggregate.summarise(runs)
+    epyc = s[s["machine"] == EPYC]
+    assert len(epyc) == len(SIZES) and (epyc["n_ok"] == 2).all() and set(epyc["host"]) == {"cpu01,cpu02"}
+    assert (epyc["repeats_agree"] == True).all()  # noqa: E712 (the column holds bools and "")
+    assert len(s) == 2 * len(SIZES)  # the Xeon's runs keep their own rows
+    fits = analysis.fits(machines.places(runs))
+    assert len(fits[fits["device"] == "cpu"]) == 2  # one fit per machine x mode, both repeats in it
+    assert (fits["n_points"] == 2 * len(SIZES)).all()
+
+
+def test_merged_runs_of_identical_hardware_pool(tmp_path):
+    """Another site's runs.csv of the same hardware (other host names) joins the same rows."""
+    here, there = rows(EPYC, ["cpu01"], repeats=1), rows(EPYC, ["node7"], repeats=1, seed=1)
+    tables, owner = aggregate.merge_by_host([("here", {"runs": here}), ("there", {"runs": there})], log=lambda s: s)
+    s = aggregate.summarise(tables["runs"])
+    assert owner == {"cpu01": "here", "node7": "there"}
+    assert len(s) == len(SIZES) and (s["n_ok"] == 2).all() and set(s["host"]) == {"cpu01,node7"}
+
+
+def test_a_gpu_on_gpu_nodes_is_compared_with_the_grid_cpu_and_says_which():
+    """cpu runs on cpu nodes, cuda runs on gpu nodes (no cpu run there): the accelerator is
+    compared with the grid's cpu machine, and tables and headline name both machines."""
+    runs = pd.concat([rows(EPYC, ["cpu01", "cpu02"]), rows(H100, ["gpu01"], device="cuda")], ignore_index=True)
+    assert machines.basis(runs) == {H100: EPYC}
+    tables, found = analyse(runs)
+    spd = tables["speedup"][tables["speedup"]["kind"] == "device"]
+    cross = tables["crossover"]
+    place = "NVIDIA H100 80GB HBM3, 80 GiB on gpu01 vs AMD EPYC 9654, 8 threads on cpu01, cpu02"
+    assert len(spd) == len(SIZES) and set(spd["host"]) == {place}
+    assert list(cross["host"]) == [place] and cross["verdict"].iloc[0] == "slower below, faster above"
+    assert 100 < cross["crossover_batch_size"].iloc[0] < 200  # (300 - 40) / (2 - 0.01)
+    head = " ".join(words.headline(tables))
+    assert "NVIDIA H100 80GB HBM3" in head and "AMD EPYC 9654, 8 threads" in head and "overtakes the cpu" in head
+
+
+def test_own_node_type_cpu_is_preferred_and_two_gpu_models_sit_side_by_side():
+    """cpu runs on the gpu nodes too: each GPU is compared with its own node type's cpu; two GPU
+    models are two places, each with its speedups; the cpu nodes keep a place of their own."""
+    runs = pd.concat(
+        [
+            rows(EPYC, ["cpu01"]),
+            rows(XEON, ["gpu01", "gpu02"], scale=2.0),
+            rows(H100, ["gpu01"], device="cuda"),
+            rows(A100, ["gpu02"], device="cuda", scale=1.5),
+        ],
+        ignore_index=True,
+    )
+    assert machines.basis(runs) == {H100: XEON, A100: XEON}
+    placed = machines.places(runs)
+    assert set(placed["host"]) == {"cpu01", "gpu01", "gpu02"}  # each GPU beside its own hosts' cpu
+    assert set(placed.loc[placed["host"] == "gpu02", "machine"]) == {A100, XEON}
+    assert len(placed) == len(runs) + len(rows(XEON, ["gpu01", "gpu02"]))  # the Xeon's rows in both GPU places
+    tables, _ = analyse(runs)
+    spd = tables["speedup"][tables["speedup"]["kind"] == "device"]
+    at = spd.set_index(["host", "batch_size"])["speedup"]
+    assert at[("gpu01", 4096)] > at[("gpu02", 4096)] > 1  # the faster model is faster, both beat the cpu
+
+
+def test_one_host_with_cpu_and_gpu_keeps_its_name():
+    """A workstation: cpu and cuda on one host compare there, under its host name, as always."""
+    box = "Intel Xeon Platinum 8480+, 8 threads; NVIDIA T4, 15 GiB, driver 1, CUDA 12; torch 2.11.0"
+    runs = pd.concat([rows(XEON, ["box"]), rows(box, ["box"], device="cuda")], ignore_index=True)
+    placed = machines.places(runs)
+    assert set(placed["host"]) == {"box"} and len(placed) == len(runs) and set(placed["run_host"]) == {"box"}
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_no_cpu_run_leaves_the_gpu_without_basis(n):
+    runs = rows(H100, ["gpu01"], device="cuda")
+    if n:
+        runs = pd.concat([runs, rows(H100, ["gpu02"], device="cuda")], ignore_index=True)
+    assert machines.basis(runs) == {H100: None}
+    cross = analyse(runs)[0]["crossover"]
+    assert cross["note"].str.startswith("no cpu run of module").all()
+
+
+TRAIN_JOB = re.compile(r"rule train:.*?wildcards: device=(\S+),.*?resources: ([^\n]*)", re.S)
+
+
+def train_jobs(mirror, tmp_path, slurm: dict) -> dict:
+    """{device folder: its train job's resources} of a dry run (no Slurm needed: the resources
+    are what the Slurm executor turns into sbatch options)."""
+    cfg = tiny_config(*mirror, devices=["cpu", "cuda"], modes=["module"], batch_sizes=[64])
+    proc = snakemake(tmp_path, dict(cfg, slurm=slurm), "-n")
+    found = {}
+    for slug, res in TRAIN_JOB.findall(proc.stdout):
+        found[slug] = dict(kv.split("=", 1) for kv in res.split(", "))
+    return found
+
+
+def test_two_gpu_models_fan_every_cuda_train_job_out(mirror, tmp_path):
+    jobs = train_jobs(mirror, tmp_path, {"gpu_models": ["t4", "a100"]})
+    assert set(jobs) == {"cpu", "cuda@t4", "cuda@a100"}
+    for model in ("t4", "a100"):
+        r = jobs[f"cuda@{model}"]
+        assert (r["gpu"], r["gpu_model"], r["slurm_partition"]) == ("1", model, "gpu")  # sbatch --gpus=<model>:1
+    assert (jobs["cpu"]["gpu"], jobs["cpu"]["slurm_partition"]) == ("0", "cpu")
+
+
+@pytest.mark.parametrize("slurm, model", [({"gpu_models": ["t4"]}, "t4"), ({"gpu_model": "t4"}, "t4"), ({}, "")])
+def test_one_gpu_model_or_none_is_one_cuda_job(mirror, tmp_path, slurm, model):
+    jobs = train_jobs(mirror, tmp_path, slurm)
+    assert set(jobs) == {"cpu", "cuda"} and jobs["cuda"]["gpu_model"] == model
+
+
+def test_cpu_on_gpu_partition_adds_cpu_runs_on_the_gpu_nodes(mirror, tmp_path):
+    jobs = train_jobs(mirror, tmp_path, {"cpu_on_gpu_partition": True})
+    assert set(jobs) == {"cpu", "cpu@gpu", "cuda"}
+    assert (jobs["cpu@gpu"]["slurm_partition"], jobs["cpu@gpu"]["gpu"]) == ("gpu", "0")
+    assert jobs["cpu"]["slurm_partition"] == "cpu"

@@ -1,0 +1,74 @@
+"""A machine is its hardware, not its host name: the identity each run records, and which cpu each
+accelerator is compared with.
+
+A run's `machine` (env.machine writes it) is "<cpu model>, <N> threads[; <accelerator>]; torch
+<version>": runs on identical nodes share it and pool, different hardware never does. The analysis compares places:
+an accelerator machine with its basis cpu machine (the cpu of its own node type where such runs
+exist, else the grid's cpu runs), or a cpu machine that is no accelerator's basis on its own.
+Standard library and pandas only: aggregate, analysis and figures import it without torch.
+"""
+
+import pandas as pd
+
+SEP = "; "  # between the parts of a machine (env.machine)
+MAX_HOSTS = 3  # host names spelled out in a place's name; more are counted
+
+
+def cpu_of(machine: str) -> str:
+    """The cpu machine of a node: its machine without the accelerator."""
+    parts = machine.split(SEP)
+    return SEP.join([parts[0], parts[-1]])
+
+
+def short(machine: str) -> str:
+    """What a sentence calls it: the accelerator's name and memory, or the cpu and its threads."""
+    parts = machine.split(SEP)
+    return ", ".join(parts[1].split(", ")[:2]) if len(parts) > 2 else parts[0]
+
+
+def hostlist(hosts) -> str:
+    hosts = sorted(set(hosts))
+    more = len(hosts) - MAX_HOSTS
+    return ", ".join(hosts[:MAX_HOSTS]) + (f" and {more} more" if more > 0 else "")
+
+
+def basis(runs: pd.DataFrame, host_device="cpu") -> dict:
+    """{accelerator machine: cpu machine}: the cpu of its own node type where it has runs, else
+    the grid's cpu machine with the most runs (None where no cpu ran)."""
+    counts = runs.loc[runs["device"] == host_device, "machine"].value_counts().sort_index()
+    grid = counts.sort_values(ascending=False, kind="stable").index[0] if len(counts) else None
+    accelerators = sorted(set(runs.loc[runs["device"] != host_device, "machine"]))
+    return {m: cpu_of(m) if cpu_of(m) in counts.index else grid for m in accelerators}
+
+
+def places(runs: pd.DataFrame, host_device="cpu") -> pd.DataFrame:
+    """The table (runs, epochs: anything with host, machine and device columns) as the analysis
+    compares it: `host` names the place, `run_host` keeps where each run ran. Each accelerator
+    machine's rows share a place with a copy of its basis cpu's rows; a cpu machine that is no
+    accelerator's basis is a place of its own. A place is named by its host where it has one (an
+    accelerator compared with the cpu of its own hosts keeps its hosts' names), else by both
+    machines and their hosts: "<GPU> on gpu01 vs <cpu>, 8 threads on cpu01, cpu02"."""
+    runs = runs.assign(run_host=runs["host"])
+    on_cpu = runs["device"] == host_device
+    frames = []
+    pairs = basis(runs, host_device)
+    for acc, cpu in pairs.items():
+        a, c = runs[~on_cpu & (runs["machine"] == acc)], runs[on_cpu & (runs["machine"] == cpu)]
+        same = c.empty or set(a["host"]) <= set(c["host"])
+        name = hostlist(a["host"]) if same else f"{short(acc)} on {hostlist(a['host'])} vs {describe(cpu, c)}"
+        frames.append(pd.concat([a, c]).assign(host=name))
+    used = set(pairs.values())
+    for cpu in sorted(set(runs.loc[on_cpu, "machine"]) - used):
+        c = runs[on_cpu & (runs["machine"] == cpu)]
+        name = hostlist(c["host"]) if c["host"].nunique() == 1 else describe(cpu, c)
+        frames.append(c.assign(host=name))
+    if not frames:
+        return runs
+    out = pd.concat(frames)
+    # Two accelerators of one host compared with its cpu: one place, the cpu's rows once.
+    out = out[~out.set_index("host", append=True).index.duplicated()]
+    return out.reset_index(drop=True)
+
+
+def describe(machine: str, rows: pd.DataFrame) -> str:
+    return f"{short(machine)} on {hostlist(rows['host'])}"
