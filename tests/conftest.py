@@ -1,5 +1,6 @@
 """Shared fixtures: a tiny learnable MNIST served over loopback HTTP, and a Snakemake runner."""
 
+import collections
 import functools
 import http.server
 import re
@@ -84,12 +85,20 @@ def snakemake(workdir: Path, cfg: dict, *args, check=True, repo=REPO) -> subproc
     return proc
 
 
-JOB = re.compile(r"^(?:local)?rule (\w+):", re.M)
+def job_stats(proc) -> collections.Counter:
+    """Snakemake's own count of the jobs a run ran (or, with -n, would run), per rule: its 'Job
+    stats' table; empty when there was nothing to do."""
+    out = proc.stdout + proc.stderr
+    m = re.search(r"^Job stats:\n.*?\n-+\s+-+\n(.*?)^total\s", out, re.M | re.S)
+    if m is None:
+        assert "Nothing to be done" in out, f"no 'Job stats' table in the output of snakemake:\n{out[-6000:]}"
+        return collections.Counter()
+    return collections.Counter({rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", m.group(1), re.M)})
 
 
 def jobs(proc) -> list:
     """The rules of the jobs a snakemake run ran (or, with -n, would run), one entry per job."""
-    return sorted(JOB.findall(proc.stdout + proc.stderr))
+    return sorted(job_stats(proc).elements())
 
 
 def copy_repo(dest: Path) -> Path:
