@@ -13,15 +13,7 @@ import pytest
 from conftest import snakemake, tiny_config
 from mnistbench import analysis, data, figures, quality, synthetic, train, words
 
-Q = dict(
-    max_other_cpu=0.25,
-    max_busy_share=0.1,
-    max_spread=3.0,
-    min_timed_steps=10,
-    repeat_spread=1.25,
-    settle_s=0,
-    use=["ok"],
-)
+Q = dict(train.DEFAULTS["quality"], settle_s=0)
 
 
 def epoch(wall, steps, busy, own):
@@ -38,6 +30,17 @@ def test_verdict_ok_noisy_and_few_steps():
     assert v == "noisy" and "q3/q1 = 4.50" in note
     v, note, _ = quality.verdict(quiet, 3, 1.0, dict(quality=Q))
     assert v == "few_steps" and "raise train_samples or epochs" in note
+
+
+def test_busy_time_of_our_cpus_counts_our_own_work():
+    """Whatever else runs, the cpus this process may use were busy at least as long as this
+    process computed on them (to within a tick per cpu at each end)."""
+    cpus = quality._cpus()
+    busy, own, t0 = quality._busy_seconds(cpus), time.process_time(), time.perf_counter()
+    while time.perf_counter() - t0 < 0.3:
+        pass
+    worked = time.process_time() - own
+    assert worked > 0 and quality._busy_seconds(cpus) - busy >= worked - 2 * len(cpus) * quality._tick()
 
 
 def test_short_epochs_are_judged_together_not_one_by_one():
