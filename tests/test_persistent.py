@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if __name__ == "__main__":  # the interpreter subprocess: not started by pytest
     sys.path.insert(0, str(REPO / "workflow/scripts"))
 
-from mnistbench import model, persistent  # noqa: E402
+from mnistbench import model, modes, persistent  # noqa: E402
 from test_environment import pins  # noqa: E402
 
 OK, WHY = persistent.available()
@@ -257,24 +257,15 @@ def test_kernels_compile_for_hopper_in_fp32_with_weights_in_registers(tmp_path):
 @needs_triton
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs cuda")
 def test_fused_step_replays_in_a_cuda_graph():
-    """How the Mode runs it: both launches captured once, replayed per batch copied in."""
+    """How the Mode runs it: both launches captured once (modes.capture, which must leave the
+    weights where they started), replayed per batch copied in."""
     c = case("fused", 256, 4, MSE, seed=14)
     p0, x, _, t = inputs(c)
     p = {k: v.cuda() for k, v in persistent.params(p0).items()}
     x, t, b = x.cuda(), t.cuda(), c["batch"]
     buf = persistent.grad_buffer("cuda")
     sx, st = x[:b].clone(), t[:b].clone()
-    saved = {k: v.clone() for k, v in p.items()}
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # compile outside the capture
-        persistent.fused_step(p, sx, st, c["lr"], True, buf)
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        persistent.fused_step(p, sx, st, c["lr"], True, buf)
-    for k, v in p.items():  # the warm-up trained: back to the start
-        v.copy_(saved[k])
+    graph = modes.capture(lambda: persistent.fused_step(p, sx, st, c["lr"], True, buf), p)
     for i in range(c["steps"]):
         sx.copy_(x[i * b : (i + 1) * b])
         st.copy_(t[i * b : (i + 1) * b])
