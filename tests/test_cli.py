@@ -1,14 +1,17 @@
-"""Each mode runs without Snakemake, from the command line, on any machine with torch."""
+"""Each mode runs without Snakemake, from the command line, on any machine with torch, pyyaml and
+psutil."""
 
 import csv
 import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 from mnistbench import data, synthetic
 
 
+@pytest.mark.slow  # two Python processes that import torch
 def test_train_cli_runs_one_combination(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=128, n_test=32)
     data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)

@@ -74,6 +74,7 @@ def hog(seconds: float) -> list:
     return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(len(os.sched_getaffinity(0)))]
 
 
+@pytest.mark.slow
 def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
     # Each run times ~0.5-1 s of batch-1 steps in two epochs, long enough to measure the machine.
     cfg = dict(train.DEFAULTS, train_samples=4096, test_samples=64, warmup_steps=5, epochs=2, retime=1)
@@ -97,6 +98,7 @@ def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
         assert "other processes used" in row["quality_note"], row["quality_note"]
 
 
+@pytest.mark.slow
 def test_a_run_with_few_timed_steps_says_so(tensors):
     cfg = dict(train.DEFAULTS, train_samples=512, test_samples=64, warmup_steps=2, epochs=1, retime=2)
     cfg["quality"] = dict(Q)
@@ -105,6 +107,7 @@ def test_a_run_with_few_timed_steps_says_so(tensors):
     assert len(record["attempts"]) == 1 and "evidence" in record["attempts"][0]
 
 
+@pytest.mark.slow
 def test_a_retime_that_fails_keeps_the_earlier_timing(tensors, monkeypatch):
     """Out of memory (or another runtime error) in a retime must not throw away the timing before it."""
     import torch
@@ -134,6 +137,7 @@ def test_the_pipeline_warns_about_few_steps_before_it_starts(mirror, tmp_path):
     assert "batch size 256" in line and "train_samples or epochs" in line
 
 
+@pytest.mark.slow
 def test_each_repeat_index_trains_in_its_own_process(tensors, tmp_path, monkeypatch):
     from mnistbench import worker
 
