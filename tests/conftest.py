@@ -1,7 +1,10 @@
 """Shared fixtures: a tiny learnable MNIST served over loopback HTTP, and a Snakemake runner."""
 
+import collections
+import contextlib
 import functools
 import http.server
+import os
 import re
 import shutil
 import subprocess
@@ -14,6 +17,14 @@ import yaml
 from mnistbench import data, synthetic
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(items):
+    """`pytest -m fast`, the edit loop: every test that neither is marked slow nor runs Snakemake
+    on the loopback mirror (every pipeline test reads its data from `mirror`)."""
+    for item in items:
+        if "slow" not in item.keywords and "mirror" not in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(scope="session")
@@ -93,12 +104,20 @@ def snakemake(workdir: Path, cfg: dict, *args, check=True, repo=REPO) -> subproc
     return proc
 
 
-JOB = re.compile(r"^(?:local)?rule (\w+):", re.M)
+def job_stats(proc) -> collections.Counter:
+    """Snakemake's own count of the jobs a run ran (or, with -n, would run), per rule: its 'Job
+    stats' table; empty when there was nothing to do."""
+    out = proc.stdout + proc.stderr
+    m = re.search(r"^Job stats:\n.*?\n-+\s+-+\n(.*?)^total\s", out, re.M | re.S)
+    if m is None:
+        assert "Nothing to be done" in out, f"no 'Job stats' table in the output of snakemake:\n{out[-6000:]}"
+        return collections.Counter()
+    return collections.Counter({rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", m.group(1), re.M)})
 
 
 def jobs(proc) -> list:
     """The rules of the jobs a snakemake run ran (or, with -n, would run), one entry per job."""
-    return sorted(JOB.findall(proc.stdout + proc.stderr))
+    return sorted(job_stats(proc).elements())
 
 
 def copy_repo(dest: Path) -> Path:
@@ -112,3 +131,48 @@ def copy_repo(dest: Path) -> Path:
         elif src.exists():
             shutil.copy2(src, dest / name)
     return dest
+
+
+@pytest.fixture(scope="session")
+def cpu_pipeline(mirror, tmp_path_factory):
+    """(repo, workdir, config, process): one finished pipeline with its report, cpu only, three
+    modes and three batch sizes, from a copy of the workflow; shared by every test that reads or
+    replans a finished run. A test that edits its code restores it (`edited`); one that adds
+    results or changes outputs works in `own_workdir`."""
+    url, md5 = mirror
+    repo = copy_repo(tmp_path_factory.mktemp("repo"))
+    wd = tmp_path_factory.mktemp("cpu_pipeline")
+    # Every timing verdict usable and no retime: on a busy machine every combination still has
+    # its medians and fits, and no run waits for the machine to settle.
+    cfg = tiny_config(
+        url,
+        md5,
+        devices=["cpu"],
+        modes=["manual", "module", "dataloader"],
+        batch_sizes=[4, 16, 64],
+        retime=0,
+        quality=dict(use=["ok", "noisy", "few_steps"]),
+    )
+    proc = snakemake(wd, cfg, repo=repo)
+    snakemake(wd, cfg, "--report", "results/report.html", repo=repo)
+    return repo, wd, cfg, proc
+
+
+def own_workdir(pipeline, dest: Path) -> Path:
+    """A copy of a finished pipeline's working directory, file times kept, so that nothing is out
+    of date in it: a test that adds results or redraws works there, on the same workflow."""
+    shutil.copytree(pipeline[1], dest / "wd", symlinks=True)
+    return dest / "wd"
+
+
+@contextlib.contextmanager
+def edited(path: Path, addition: str):
+    """`path` with `addition` at its end, then put back as it was, its file times included, so
+    that the shared pipeline's workflow looks unchanged afterwards."""
+    before, times = path.read_bytes(), path.stat()
+    try:
+        path.write_bytes(before + addition.encode())
+        yield path
+    finally:
+        path.write_bytes(before)
+        os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))

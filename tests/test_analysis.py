@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import copy_repo, jobs, snakemake, tiny_config
+from conftest import edited, jobs, own_workdir, snakemake
 from mnistbench import aggregate, analysis, figures, profiling, records, words
 
 GRID = [1, 4, 16, 64, 256, 1024, 4096]  # a batch-size step is a factor of 4
@@ -268,14 +268,9 @@ def run_copy(repo, wd, cfg, *args):
 
 
 @pytest.fixture(scope="module")
-def small_run(mirror, tmp_path_factory):
-    """The pipeline, cpu only, three modes and three batch sizes, from a copy of the workflow."""
-    url, md5 = mirror
-    repo = copy_repo(tmp_path_factory.mktemp("repo"))
-    wd = tmp_path_factory.mktemp("report")
-    cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual", "module", "dataloader"], batch_sizes=[4, 16, 64])
-    run_copy(repo, wd, cfg)
-    run_copy(repo, wd, cfg, "--report", "results/report.html")
+def small_run(cpu_pipeline):
+    """The shared finished pipeline: cpu only, three modes and three batch sizes."""
+    repo, wd, cfg, _ = cpu_pipeline
     return repo, wd, cfg
 
 
@@ -305,8 +300,9 @@ def test_report_has_every_figure_and_states_the_answer(small_run):
 
 
 @pytest.mark.slow
-def test_figures_regenerate_without_retraining(small_run):
-    repo, wd, cfg = small_run
+def test_figures_regenerate_without_retraining(cpu_pipeline, tmp_path):
+    repo, cfg = cpu_pipeline[0], cpu_pipeline[2]
+    wd = own_workdir(cpu_pipeline, tmp_path)  # this test redraws
     trained = sorted((wd / "results/runs").rglob("*.csv")) + [wd / "results/profile/cpu.csv"]
     before = {p: p.stat().st_mtime_ns for p in trained}
     png = wd / "results/figures/throughput.png"
@@ -317,10 +313,9 @@ def test_figures_regenerate_without_retraining(small_run):
     assert png.stat().st_size < size  # drawn again, at the lower dpi
     # An edit of the figure code (in the package the thin script imports): again only figures.
     mtime = png.stat().st_mtime_ns
-    code = repo / "workflow/scripts/mnistbench/figures.py"
-    code.write_text(code.read_text() + "\n# an edit\n")
-    assert jobs(run_copy(repo, wd, cfg, "-n")) == ["all", "figures"]
-    assert jobs(run_copy(repo, wd, cfg)) == ["all", "figures"]
+    with edited(repo / "workflow/scripts/mnistbench/figures.py", "\n# an edit\n"):
+        assert jobs(run_copy(repo, wd, cfg, "-n")) == ["all", "figures"]
+        assert jobs(run_copy(repo, wd, cfg)) == ["all", "figures"]
     assert png.stat().st_mtime_ns > mtime
     assert {p: p.stat().st_mtime_ns for p in trained} == before  # no train or profile job ran
     # Then the report again, from the regenerated figures.
@@ -329,10 +324,11 @@ def test_figures_regenerate_without_retraining(small_run):
 
 
 @pytest.mark.slow
-def test_merge_another_machine_by_host(small_run, tmp_path):
+def test_merge_another_machine_by_host(cpu_pipeline, tmp_path):
     """Another machine's results/summary (here: this run's, renamed to host gpu-box and given cuda
     rows) merged through `merge_runs`: one report, both hosts; no train job reruns."""
-    repo, wd, cfg = small_run
+    repo, cfg = cpu_pipeline[0], cpu_pipeline[2]
+    wd = own_workdir(cpu_pipeline, tmp_path)  # the merge rewrites the summary
     other = tmp_path / "gpu-box"
     other.mkdir()
     runs = pd.read_csv(wd / "results/summary/runs.csv").assign(host="gpu-box")

@@ -7,6 +7,8 @@ import sys
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.slow  # each starts Python and torch, some a whole pipeline
+
 TINY = {
     "harness_check.py": ["--batch-sizes", "1", "64", "--samples", "512", "--min-run-time", "0.05", "--rounds", "2"],
     "process_noise.py": [

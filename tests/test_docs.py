@@ -30,13 +30,39 @@ def test_every_mode_is_documented_in_ladder_order():
     assert [m.strip() for m in listed.split(",")] == list(modes.MODES), "the schema's `modes` must list every rung"
 
 
-def test_every_config_key_is_documented():
-    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
-    doc = (REPO / "config/README.md").read_text()
+def documented_keys(doc: str) -> dict:
+    """config/README.md's table: each key named in a row's first cell -> that row's default cell."""
+    keys = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            for key in re.findall(r"`([a-z_0-9.]+)`", cells[0]):
+                keys[key] = cells[1]
+    return keys
+
+
+def schema_keys(schema: dict) -> dict:
+    """Every config key (a nested one as `parent.child`, one level deep) -> its default."""
+    out = {}
     for key, spec in schema["properties"].items():
-        assert f"`{key}" in doc, f"config key {key} is not in config/README.md"
-        for sub in spec.get("properties", {}) if key not in ("mnist",) else ():
-            assert f"`{key}.{sub}`" in doc or f"`{sub}`" in doc, f"config key {key}.{sub} is not documented"
+        subs = spec.get("properties", {})
+        for sub, sub_spec in subs.items():
+            out[f"{key}.{sub}"] = sub_spec.get("default")
+        if not subs:
+            out[key] = spec.get("default")
+    return out
+
+
+def test_every_config_key_is_documented_in_its_own_row_with_its_default():
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    documented = documented_keys((REPO / "config/README.md").read_text())
+    keys = schema_keys(schema)
+    assert sorted(set(keys) - set(documented)) == [], "config keys without a row in config/README.md"
+    assert sorted(set(documented) - set(keys)) == [], "config/README.md documents keys the schema lacks"
+    for key, cell in documented.items():
+        single = re.fullmatch(r"`([^`]*)`", cell)
+        if single:  # a row of one key and one value (not "the official mirrors", not "`110`, `whitegrid`")
+            assert yaml.safe_load(single.group(1)) == keys[key], f"config/README.md's default of `{key}`: {cell}"
 
 
 def test_every_figure_has_a_caption_and_a_category():
@@ -45,6 +71,14 @@ def test_every_figure_has_a_caption_and_a_category():
         assert caption.exists(), f"figure {name} needs its caption {caption}"
         assert f"results/summary/report/{name}.rst" in caption.read_text()
         assert f.category and f.content
+
+
+def test_the_readme_lists_every_figure_of_the_registry_in_its_order():
+    readme = (REPO / "README.md").read_text()
+    (row,) = [ln for ln in readme.splitlines() if ln.startswith("| 5 | `figures` |")]
+    assert backticked(row.split("|")[3]) == list(figures.FIGURES), (
+        "README.md's figures row names the registry, in order"
+    )
 
 
 def test_the_schema_knows_the_device_names_of_devices_py():

@@ -6,7 +6,6 @@ import re
 
 import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import pytest
 from mnistbench import analysis, figures, words
@@ -271,7 +270,10 @@ def test_every_figure_says_so_when_there_is_nothing_to_plot():
         assert is_note(fig), [ax.get_title() for ax in fig.axes]
 
 
-def test_render_writes_every_png(tmp_path):
+def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatch):
+    """render() on summary tables of every input the registry names: each figure of FIGURES is
+    drawn with data (axes with labels and lines, bars or cells, not a note) and written as a PNG
+    with something on it, with no temporary file left."""
     runs = runs_for()
     tables = {
         "runs": runs,
@@ -280,20 +282,33 @@ def test_render_writes_every_png(tmp_path):
         "fits": analysis.fits(runs),
         "speedup": analysis.speedup(runs),
         "profile": profile_for(),
+        "ladder": analysis.ladder(ladder_runs()),
     }
+    assert set(figures.inputs()) <= set(tables), "a figure reads a table this test does not build"
     inp = {}
-    for name, df in tables.items():
+    for name in figures.inputs():
         inp[name] = tmp_path / f"{name}.csv"
-        df.to_csv(inp[name], index=False)
-    out = {
-        name: tmp_path / f"{name}.png"
-        for name in ("throughput", "speedup", "breakdown", "ops", "accuracy", "bandwidth")
-    }
-    figures.render(inp, out, dpi=50, target=0.9, log=lambda m: None)
-    for path in out.values():
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        tables[name].to_csv(inp[name], index=False)
+    out = {name: tmp_path / f"{name}.png" for name in figures.FIGURES}
+    drawn, save = {}, figures.save
+
+    def keep(fig, path, dpi):  # the figure as render() drew it, then saved as render() saves it
+        drawn[path.stem] = fig
+        return save(fig, path, dpi=dpi)
+
+    monkeypatch.setattr(figures, "save", keep)
+    figures.render(inp, out, dpi=40, target=0.9, log=lambda m: None)
+    assert list(drawn) == list(figures.FIGURES)  # each once, in the registry's order
+    for name, fig in drawn.items():
+        assert not is_note(fig), f"{name} found nothing to plot"
+        panels = [ax for ax in fig.axes if ax.get_xlabel() or ax.get_ylabel()]
+        assert panels, f"{name} has no labelled axes"
+        for ax in panels:
+            artists = len(ax.lines) + len(ax.patches) + len(ax.collections)
+            assert artists > 0, f"{name}: an empty panel {ax.get_title()!r}"
+        image = plt.imread(out[name])
+        assert image.shape[0] > 50 and image.shape[1] > 50 and image[..., :3].std() > 0.05, name
     assert not list(tmp_path.glob("*.tmp*"))
-    assert np.all([p.stat().st_size > 5000 for p in out.values()])
 
 
 # 0 the ladder ------------------------------------------------------------------------------------

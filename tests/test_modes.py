@@ -11,7 +11,13 @@ from mnistbench.modes import MODES, Manual, Numpy, Seed, exists
 LOSSES = ["mse_softmax", "cross_entropy"]
 # Every mode on every device this machine has: cpu here and in CI, cuda/mps where present
 # (run it on a GPU machine beside bench/gpu_check.py: bench/README.md).
-PAIRS = [(d, m) for d in devices.available() for m in MODES if exists(m, d)]
+# torch.compile takes seconds per test: those pairs are slow, not in the edit loop.
+PAIRS = [
+    pytest.param(d, m, marks=[pytest.mark.slow] if m == "compiled" else [])
+    for d in devices.available()
+    for m in MODES
+    if exists(m, d)
+]
 # float32 round-off after a few steps; amp trains in bfloat16, so its bound is looser.
 TOL = dict(rtol=1e-4, atol=2e-5)
 AMP_TOL = dict(rtol=5e-2, atol=2e-2)
@@ -95,6 +101,7 @@ def test_every_mode_tracks_the_float64_reference(device, name, loss):
         torch.testing.assert_close(got[k], ref[k], **tol, msg=f"{name} {k}")
 
 
+@pytest.mark.slow  # torch.compile
 @pytest.mark.parametrize("loss", LOSSES)
 def test_compiled_at_batch_1_fuses_steps_and_still_trains_sample_by_sample(loss):
     """At batch size 1 on the cpu one compiled call does several steps; the epoch's last item
@@ -194,7 +201,9 @@ def test_initial_weights_and_order_depend_on_repeat_not_mode(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=96, n_test=32)
     data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
-    cfg = dict(train.DEFAULTS, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
+    # retime=0 here and below: these check the training, not its timing, so a busy machine must
+    # not make them wait for it to settle.
+    cfg = dict(train.DEFAULTS, train_samples=96, test_samples=32, warmup_steps=1, epochs=2, retime=0)
     quiet = dict(log=lambda m: None)
     rows = {
         (mode, r): train.train(cfg, tmp_path / "t.pt", "cpu", mode, 8, r, **quiet)[0]
@@ -213,12 +222,13 @@ def test_nan_loss_is_a_recorded_row_not_a_crash(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=64, n_test=16)
     data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
-    cfg = dict(train.DEFAULTS, train_samples=64, test_samples=16, warmup_steps=1, epochs=1)
+    cfg = dict(train.DEFAULTS, train_samples=64, test_samples=16, warmup_steps=1, epochs=1, retime=0)
     cfg["model"] = dict(cfg["model"], lr=1e38, init="seed")
     row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "manual", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lr" in row["message"]
 
 
+@pytest.mark.slow  # torch.compile
 def test_a_run_of_compiled_at_batch_1_times_every_step(tmp_path):
     """Through the train job's own code: one step time per training step, leftover included."""
     from mnistbench import data, synthetic
@@ -226,7 +236,9 @@ def test_a_run_of_compiled_at_batch_1_times_every_step(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=64, n_test=16)
     data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
-    cfg = dict(train.DEFAULTS, train_samples=20, test_samples=16, warmup_steps=2, epochs=2)  # 8 + 8 + 4 per epoch
+    cfg = dict(
+        train.DEFAULTS, train_samples=20, test_samples=16, warmup_steps=2, epochs=2, retime=0
+    )  # 8 + 8 + 4 per epoch
     row, record = train.train(cfg, tmp_path / "t.pt", "cpu", "compiled", 1, 0, log=lambda m: None)
     assert row["status"] == "ok" and record["steps_per_call"] == 8
     assert len(record["step_times_s"]) == row["steps"] == 40 and row["timed_steps"] == 38

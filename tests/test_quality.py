@@ -14,15 +14,7 @@ import pytest
 from conftest import snakemake, tiny_config
 from mnistbench import analysis, data, figures, quality, synthetic, train, words
 
-Q = dict(
-    max_other_cpu=0.25,
-    max_busy_share=0.1,
-    max_spread=3.0,
-    min_timed_steps=10,
-    repeat_spread=1.25,
-    settle_s=0,
-    use=["ok"],
-)
+Q = dict(train.DEFAULTS["quality"], settle_s=0)
 
 
 def epoch(wall, steps, busy, own):
@@ -39,6 +31,17 @@ def test_verdict_ok_noisy_and_few_steps():
     assert v == "noisy" and "q3/q1 = 4.50" in note
     v, note, _ = quality.verdict(quiet, 3, 1.0, dict(quality=Q))
     assert v == "few_steps" and "raise train_samples or epochs" in note
+
+
+def test_busy_time_of_our_cpus_counts_our_own_work():
+    """Whatever else runs, the cpus this process may use were busy at least as long as this
+    process computed on them (to within a tick per cpu at each end)."""
+    cpus = quality._cpus()
+    busy, own, t0 = quality._busy_seconds(cpus), time.process_time(), time.perf_counter()
+    while time.perf_counter() - t0 < 0.3:
+        pass
+    worked = time.process_time() - own
+    assert worked > 0 and quality._busy_seconds(cpus) - busy >= worked - 2 * len(cpus) * quality._tick()
 
 
 def test_short_epochs_are_judged_together_not_one_by_one():
@@ -72,6 +75,7 @@ def hog(seconds: float) -> list:
     return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(len(os.sched_getaffinity(0)))]
 
 
+@pytest.mark.slow
 def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
     # Each run times ~0.5-1 s of batch-1 steps in two epochs, long enough to measure the machine.
     cfg = dict(train.DEFAULTS, train_samples=4096, test_samples=64, warmup_steps=5, epochs=2, retime=1)
@@ -95,6 +99,7 @@ def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
         assert "other processes used" in row["quality_note"], row["quality_note"]
 
 
+@pytest.mark.slow
 def test_a_run_with_few_timed_steps_says_so(tensors):
     cfg = dict(train.DEFAULTS, train_samples=512, test_samples=64, warmup_steps=2, epochs=1, retime=2)
     cfg["quality"] = dict(Q)
@@ -103,6 +108,7 @@ def test_a_run_with_few_timed_steps_says_so(tensors):
     assert len(record["attempts"]) == 1 and "evidence" in record["attempts"][0]
 
 
+@pytest.mark.slow
 def test_a_retime_that_fails_keeps_the_earlier_timing(tensors, monkeypatch):
     """Out of memory (or another runtime error) in a retime must not throw away the timing before it."""
     import torch
@@ -132,6 +138,7 @@ def test_the_pipeline_warns_about_few_steps_before_it_starts(mirror, tmp_path):
     assert "batch size 256" in line and "train_samples or epochs" in line
 
 
+@pytest.mark.slow
 def test_each_repeat_index_trains_in_its_own_process(tensors, tmp_path, monkeypatch):
     from mnistbench import worker
 

@@ -356,6 +356,27 @@ class Amp(Module):
         self.scaler.update()
 
 
+def capture(step, params: dict):
+    """`step()` captured once as a CUDA graph and returned, for replay. It runs a few times first on
+    a side stream (as the CUDA graphs docs require; compiled kernels compile there, outside the
+    capture), which trains: `params` are put back afterwards, so every mode starts from the same
+    weights."""
+    saved = {k: v.detach().clone() for k, v in params.items()}
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    with torch.no_grad():
+        for k, v in params.items():
+            v.copy_(saved[k])
+    return graph
+
+
 class CudaGraph(Module):
     """The whole `module` step captured once as a CUDA graph and replayed: one launch per step."""
 
@@ -364,25 +385,13 @@ class CudaGraph(Module):
     def setup(self, batch):
         x, y, _ = batch
         self.sx, self.sy = x.clone(), y.clone()
-        saved = {k: v.clone() for k, v in self.params().items()}
-        # Warm up on a side stream (as the CUDA graphs docs require), then capture.
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                self.opt.zero_grad(set_to_none=True)
-                self.criterion(self.net(self.sx), self.sy).backward()
-                self.opt.step()
-        torch.cuda.current_stream().wait_stream(s)
-        self.graph = torch.cuda.CUDAGraph()
+        self.graph = capture(self.train_step, self.params())
+
+    def train_step(self):
+        # set_to_none: inside the capture, backward allocates the gradients in the graph's pool.
         self.opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(self.graph):
-            self.criterion(self.net(self.sx), self.sy).backward()
-            self.opt.step()
-        # The warm-up trained; put the parameters back so every mode starts from the same state.
-        with torch.no_grad():
-            for k, v in self.params().items():
-                v.copy_(saved[k])
+        self.criterion(self.net(self.sx), self.sy).backward()
+        self.opt.step()
 
     def step(self, batch):
         x, y, _ = batch
@@ -549,21 +558,10 @@ class Persistent(Mode):
             raise Unsupported(f"persistent: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from e
 
     def _capture(self, x, t):
-        """Compile the fused step and capture it as a CUDA graph on the real weights (the graph
-        holds their addresses), then put the weights back: setup must not train."""
-        saved = {k: v.clone() for k, v in self.p.items()}
+        """The fused step captured as a CUDA graph on the real weights (the graph holds their
+        addresses); the warm-up compiles it outside the capture."""
         self.sx, self.st, self.buf = x.clone(), t.clone(), self.pk.grad_buffer(self.device)
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                self.pk.fused_step(self.p, self.sx, self.st, self.lr, self.mse, self.buf)
-        torch.cuda.current_stream().wait_stream(s)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.pk.fused_step(self.p, self.sx, self.st, self.lr, self.mse, self.buf)
-        for k, v in self.p.items():
-            v.copy_(saved[k])
+        self.graph = capture(lambda: self.pk.fused_step(self.p, self.sx, self.st, self.lr, self.mse, self.buf), self.p)
 
     def _time(self, run, n) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -3,8 +3,8 @@ run's verdict: `ok`, `noisy` or `few_steps`.
 
 Evidence, read between epochs and by a sampler thread that wakes every SAMPLE_S (the timed loop
 itself only steps and marks the clock):
-- cpu: the busy time of the cpus this process may run on (/proc/stat, steal included: on a VM a
-  busy neighbour shows there), minus this process's own cpu time, per second of wall time: how
+- cpu: the busy time of the cpus this process may run on (psutil's per-cpu times, read from
+  /proc/stat on Linux, steal included: on a VM a busy neighbour shows there), minus this process's own cpu time, per second of wall time: how
   many cores something else used while the run was being timed, and during which stretch;
 - cuda: other processes on the same GPU (NVML, where the nvidia-ml-py package is installed);
 - the load average, the process's own cpu time against wall time x threads, and the dispersion of
@@ -16,6 +16,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+
+import psutil
 
 from mnistbench import devices
 
@@ -36,22 +38,15 @@ def _cpus() -> set[int]:
 
 
 def _busy_seconds(cpus: set[int]) -> float | None:
-    """Busy time (s) of these cpus since boot from /proc/stat; None where there is no /proc."""
+    """Busy time (s) of these cpus since boot: psutil's per-cpu times (/proc/stat on Linux), all
+    but idle and iowait, steal included; guest time is already in user time. None where the
+    platform has no per-cpu times."""
     try:
-        with open("/proc/stat") as f:
-            lines = f.read().splitlines()
-    except OSError:
+        per_cpu = psutil.cpu_times(percpu=True)
+    except (OSError, NotImplementedError):
         return None
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    busy = 0
-    for line in lines:
-        name, *values = line.split()
-        if not (name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus):
-            continue
-        v = [int(x) for x in values[:8]] + [0] * (8 - len(values[:8]))
-        user, nice, system, _idle, _iowait, irq, softirq, steal = v
-        busy += user + nice + system + irq + softirq + steal
-    return busy / hz
+    idle = ("idle", "iowait", "guest", "guest_nice")
+    return sum(sum(t) - sum(getattr(t, f, 0.0) for f in idle) for i, t in enumerate(per_cpu) if i in cpus)
 
 
 def _gpu_processes(device: str) -> set[int] | None:
@@ -101,7 +96,7 @@ def mark() -> Mark:
 
 class Sampler(threading.Thread):
     """Marks every SAMPLE_S while a run is timed, so a neighbour is located to within a fraction
-    of an epoch. It sleeps between marks; a mark reads /proc/stat (tens of µs)."""
+    of an epoch. It sleeps between marks; a mark reads the per-cpu times (tens of µs)."""
 
     def __init__(self):
         super().__init__(daemon=True)

@@ -13,34 +13,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
+import yaml
 
 from mnistbench import BenchError, devices, env, model, quality, records, runner, timing, uncertainty
 from mnistbench.data import load_tensors
 from mnistbench.modes import MODES, Unsupported
 
-# Defaults for a run outside Snakemake (where the schema may not be readable: no pyyaml); the
-# workflow passes its validated config instead. tests/test_cli.py holds them equal to the schema's.
-DEFAULTS = dict(
-    epochs=4,
-    train_samples=16384,
-    test_samples=2000,
-    warmup_steps=20,
-    min_timed_s=1.0,
-    cpu_threads=0,
-    seed=0,
-    target_accuracy=0.9,
-    retime=2,
-    model=dict(loss="cross_entropy", init="default", lr=0.5, amp_dtype="float16"),
-    quality=dict(
-        max_other_cpu=0.25,
-        max_busy_share=0.1,
-        max_spread=3.0,
-        min_timed_steps=10,
-        repeat_spread=1.25,
-        settle_s=20,
-        use=["ok"],
-    ),
-)
+SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+
+
+def schema_defaults(spec: dict) -> dict:
+    """The default of every key of a schema object, nested objects filled key by key, as
+    Snakemake's validation fills a config."""
+    out = {}
+    for key, sub in spec.get("properties", {}).items():
+        if sub.get("type") == "object" and "properties" in sub:
+            out[key] = dict(sub.get("default", {}), **schema_defaults(sub))
+        elif "default" in sub:
+            out[key] = sub["default"]
+    return out
+
+
+# Defaults for a run outside Snakemake: the schema's, as the workflow's validated config has them.
+DEFAULTS = schema_defaults(yaml.safe_load(SCHEMA.read_text()))
 # A run whose training loss ends above this many times its starting value blew up, even where
 # every number stayed finite; one whose test accuracy is at chance (no better than always
 # answering the test set's most common digit) and whose loss did not fall learned nothing.
