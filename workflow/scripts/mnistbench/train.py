@@ -7,6 +7,7 @@ Runs inside the Snakemake `train` rule, or alone on any machine with torch:
 """
 
 import argparse
+import itertools
 import math
 import sys
 from datetime import UTC, datetime
@@ -196,16 +197,7 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
     learned = None  # the weights after the configured epochs: the run's learning is judged on them
     load_start, start = quality.load_average(), datetime.now(UTC)
     try:
-        epoch = 0
-        while True:
-            epoch += 1
-            # Past the configured epochs, more epochs of the same data are timed (training goes on)
-            # until the timed steps add up to min_timed_s, so that every run's interference check
-            # and interval rest on enough time; the learning figures stay those of the configured
-            # epochs.
-            extra = epoch > cfg["epochs"]
-            if extra and (cum >= cfg["min_timed_s"] or epoch > MAX_EPOCHS):
-                break
+        for epoch in range(1, cfg["epochs"] + 1):
             batches = trainer.epoch(data, order(epoch))  # reordering happens here, before the clock
             monitor.start()
             epoch_s, intervals = timing.timed_epoch(trainer.step, batches, clock)
@@ -215,8 +207,6 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
             step_times += intervals
             epoch_times.append(epoch_s)
             cum += epoch_s
-            if extra:
-                continue
             test_loss, acc = model.evaluate(trainer.params(), *test, m["loss"])
             epochs.append(dict(epoch=epoch, train_s=epoch_s, cum_train_s=cum, test_loss=test_loss, test_accuracy=acc))
             other = evidence["other_cores"]
@@ -231,14 +221,9 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
                 out.update(status="diverged", message=f"loss became {test_loss} in epoch {epoch}; lower model.lr")
                 out.update(first_epoch_s=epoch_times[0], total_train_s=cum, test_loss=test_loss)
                 break
-            if epoch == cfg["epochs"]:
-                learned = _weights(trainer)
-        timed_epochs = len(epoch_times)
-        if timed_epochs > cfg["epochs"] and out["status"] == "ok":
-            log(
-                f"timed {timed_epochs - cfg['epochs']} more epoch(s) of the same data to reach min_timed_s = "
-                f"{cfg['min_timed_s']} s: {cum:.3f} s timed in {timed_epochs} epochs"
-            )
+        else:
+            learned = _weights(trainer)
+            cum = _extra_epochs(cfg, trainer, data, order, clock, monitor, step_times, epoch_times, cum, log)
             last_loss, _ = model.evaluate(trainer.params(), *test, m["loss"])
             if not math.isfinite(last_loss):
                 out.update(
@@ -248,6 +233,7 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
                     total_train_s=cum,
                     test_loss=last_loss,
                 )
+        timed_epochs = len(epoch_times)
     finally:
         monitor.close()
     end = datetime.now(UTC)
@@ -302,6 +288,37 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
         time_to_target_s="" if time_to_target is None else time_to_target,
     )
     return out
+
+
+def _extra_epochs(cfg, trainer, data, order, clock, monitor, step_times, epoch_times, cum, log) -> float:
+    """Past the configured epochs, more epochs of the same data are timed (training goes on) until
+    the timed steps add up to min_timed_s, so that every run's interference check and interval
+    rest on enough time; the learning figures stay those of the configured epochs. They are timed
+    in blocks of several passes each, with the batches of the last configured epoch reused (no
+    reordering and no monitor stop between passes: for a fast rung that overhead would outweigh
+    the steps); `dataloader` fetches its batches anew in every pass, as its step includes that.
+    Returns the timed seconds so far."""
+    configured = len(epoch_times)
+    while cum < cfg["min_timed_s"] and len(epoch_times) < MAX_EPOCHS:
+        per_pass = cum / len(epoch_times)
+        k = min(MAX_EPOCHS - len(epoch_times), max(1, math.ceil(1.2 * (cfg["min_timed_s"] - cum) / per_pass)))
+        if trainer.host_data:
+            passes = [trainer.epoch(data, order(len(epoch_times) + i + 1)) for i in range(k)]
+        else:
+            passes = [list(trainer.epoch(data, order(configured)))] * k
+        clock.reserve((len(data["x"]) // trainer.batch_size + 1) * k + 1)  # cuda events, made before the clock
+        monitor.start()
+        block_s, intervals = timing.timed_epoch(trainer.step, itertools.chain.from_iterable(passes), clock)
+        monitor.stop(len(intervals))
+        step_times += intervals
+        epoch_times += [block_s / k] * k
+        cum += block_s
+    if len(epoch_times) > configured:
+        log(
+            f"timed {len(epoch_times) - configured} more epoch(s) of the same data to reach min_timed_s = "
+            f"{cfg['min_timed_s']} s: {cum:.3f} s timed in {len(epoch_times)} epochs"
+        )
+    return cum
 
 
 def _weights(trainer) -> dict:
