@@ -160,8 +160,9 @@ def cpu_pipeline(mirror, tmp_path_factory):
 
 def own_workdir(pipeline, dest: Path) -> Path:
     """A copy of a finished pipeline's working directory, file times kept, so that nothing is out
-    of date in it: a test that adds results or redraws works there, on the same workflow."""
-    shutil.copytree(pipeline[1], dest / "wd", symlinks=True)
+    of date in it: a test that adds results or redraws works there, on the same workflow. The
+    warm workers' private folder (their sockets and key) stays behind: a copy starts its own."""
+    shutil.copytree(pipeline[1], dest / "wd", symlinks=True, ignore=shutil.ignore_patterns(".trainer"))
     return dest / "wd"
 
 
