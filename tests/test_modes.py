@@ -203,7 +203,7 @@ def test_initial_weights_and_order_depend_on_repeat_not_mode(tmp_path):
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     # retime=0 here and below: these check the training, not its timing, so a busy machine must
     # not make them wait for it to settle.
-    cfg = dict(train.DEFAULTS, train_samples=96, test_samples=32, warmup_steps=1, epochs=2, retime=0)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2, retime=0)
     quiet = dict(log=lambda m: None)
     rows = {
         (mode, r): train.train(cfg, tmp_path / "t.pt", "cpu", mode, 8, r, **quiet)[0]
@@ -222,7 +222,7 @@ def test_nan_loss_is_a_recorded_row_not_a_crash(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=64, n_test=16)
     data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
-    cfg = dict(train.DEFAULTS, train_samples=64, test_samples=16, warmup_steps=1, epochs=1, retime=0)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=64, test_samples=16, warmup_steps=1, epochs=1, retime=0)
     cfg["model"] = dict(cfg["model"], lr=1e38, init="seed")
     row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "manual", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lr" in row["message"]
@@ -237,7 +237,7 @@ def test_a_run_of_compiled_at_batch_1_times_every_step(tmp_path):
     data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     cfg = dict(
-        train.DEFAULTS, train_samples=20, test_samples=16, warmup_steps=2, epochs=2, retime=0
+        train.DEFAULTS, min_timed_s=0, train_samples=20, test_samples=16, warmup_steps=2, epochs=2, retime=0
     )  # 8 + 8 + 4 per epoch
     row, record = train.train(cfg, tmp_path / "t.pt", "cpu", "compiled", 1, 0, log=lambda m: None)
     assert row["status"] == "ok" and record["steps_per_call"] == 8

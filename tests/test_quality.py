@@ -78,7 +78,7 @@ def hog(seconds: float) -> list:
 @pytest.mark.slow
 def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
     # Each run times ~0.5-1 s of batch-1 steps in two epochs, long enough to measure the machine.
-    cfg = dict(train.DEFAULTS, train_samples=4096, test_samples=64, warmup_steps=5, epochs=2, retime=1)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=4096, test_samples=64, warmup_steps=5, epochs=2, retime=1)
     cfg["quality"] = dict(Q)
 
     def run(mode):
@@ -101,7 +101,7 @@ def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
 
 @pytest.mark.slow
 def test_a_run_with_few_timed_steps_says_so(tensors):
-    cfg = dict(train.DEFAULTS, train_samples=512, test_samples=64, warmup_steps=2, epochs=1, retime=2)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=512, test_samples=64, warmup_steps=2, epochs=1, retime=2)
     cfg["quality"] = dict(Q)
     row, record = train.train(cfg, tensors, "cpu", "manual", 128, 0, log=lambda m: None)
     assert row["quality"] == "few_steps" and row["attempts"] == 1 and "raise train_samples" in row["quality_note"]
@@ -114,7 +114,7 @@ def test_a_retime_that_fails_keeps_the_earlier_timing(tensors, monkeypatch):
     import torch
     from mnistbench import runner
 
-    cfg = dict(train.DEFAULTS, train_samples=512, test_samples=64, warmup_steps=2, epochs=2, retime=2)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=512, test_samples=64, warmup_steps=2, epochs=2, retime=2)
     cfg["quality"] = dict(Q, max_spread=0.5)  # q3/q1 >= 1 always: every timing is noisy, so a retime follows
     build, calls = runner.build, []
 
@@ -145,7 +145,7 @@ def test_each_repeat_index_trains_in_its_own_process(tensors, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
     shutil.copy(tensors, tmp_path / "t.pt")  # a worker reads only files of the working directory
-    cfg = dict(train.DEFAULTS, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
     req = dict(cfg=cfg, data_path=str(tmp_path / "t.pt"), device="cpu", mode="manual", batch_size=64, repeat=0)
     pid = {}
     for r in (0, 1, 0):

@@ -217,7 +217,7 @@ def test_a_blown_up_run_is_diverged_and_left_out(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=128, n_test=32)
     data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
-    cfg = dict(train.DEFAULTS, train_samples=128, test_samples=32, warmup_steps=1, epochs=1, retime=0)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=128, test_samples=32, warmup_steps=1, epochs=1, retime=0)
     cfg["model"] = dict(cfg["model"], lr=1e6)
     row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "module", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lower model.lr" in row["message"], row["message"]

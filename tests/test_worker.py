@@ -23,7 +23,7 @@ def tensors(tmp_path):
 
 def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the socket path is relative, as in the workflow
-    cfg = dict(train.DEFAULTS, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
     log = tmp_path / "job.log"
     req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=1, log_path=str(log))
     row, record = worker.train(req, "w/w.sock")
@@ -64,7 +64,7 @@ def long_run(tmp_path, monkeypatch):
     data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     monkeypatch.chdir(tmp_path)
-    cfg = dict(train.DEFAULTS, train_samples=4096, test_samples=32, warmup_steps=1, epochs=6, retime=0)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=4096, test_samples=32, warmup_steps=1, epochs=6, retime=0)
     log = tmp_path / "job.log"
     req = dict(cfg=cfg, data_path=str(tmp_path / "t.pt"), device="cpu", mode="seed", batch_size=1, repeat=0)
     req["log_path"] = str(log)
@@ -140,7 +140,7 @@ def served(tensors, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     old = os.umask(0)
     try:
-        cfg = dict(train.DEFAULTS, train_samples=96, test_samples=32, warmup_steps=1, epochs=1)
+        cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1)
         req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=0)
         req["log_path"] = str(tmp_path / "job.log")
         worker.train(req, "w/w.sock")
