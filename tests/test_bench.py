@@ -53,48 +53,28 @@ def test_bench_script_runs_and_prints_its_ratio(script):
     assert "ratio" in last or "x (target" in last or "of roofline" in last, last
 
 
-def test_gpu_check_runs_end_to_end_on_cpu(tmp_path):
+def end_to_end(script: str, *args) -> str:
+    """Run a bench script that drives whole pipelines; its stdout, after checking it succeeded."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "gpu_check.py"),
-            "--quick",
-            "--devices",
-            "[cpu]",
-            "--workdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=REPO,
+        [sys.executable, str(REPO / "bench" / script), *args], capture_output=True, text=True, timeout=900, cwd=REPO
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "samples/s (median over repeats)" in proc.stdout and "manual" in proc.stdout
+    return proc.stdout
+
+
+def test_gpu_check_runs_end_to_end_on_cpu(tmp_path):
+    out = end_to_end("gpu_check.py", "--quick", "--devices", "[cpu]", "--workdir", str(tmp_path))
+    assert "samples/s (median over repeats)" in out and "manual" in out
 
 
 def test_noise_check_runs_end_to_end(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "noise_check.py"), "--quick", "--hog-s", "3", "--workdir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    last = proc.stdout.strip().splitlines()[-1]
+    out = end_to_end("noise_check.py", "--quick", "--hog-s", "3", "--workdir", str(tmp_path))
+    last = out.strip().splitlines()[-1]
     assert "overlapped runs flagged or retimed" in last and "quiet grid flagged" in last, last
 
 
 def test_calibration_runs_two_pipelines_and_prints_the_shares(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "calibration.py"), "--quick", "--workdir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "run1 headline:" in proc.stdout and "run2 headline:" in proc.stdout
-    last = proc.stdout.strip().splitlines()[-1]
+    out = end_to_end("calibration.py", "--quick", "--workdir", str(tmp_path))
+    assert "run1 headline:" in out and "run2 headline:" in out
+    last = out.strip().splitlines()[-1]
     assert last.startswith("calibration: run2/run1 intervals containing 1: medians ") and "relative width" in last, last
