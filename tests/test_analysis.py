@@ -379,3 +379,16 @@ def test_headline_names_the_ladder_and_the_arithmetic_limit():
     assert over == pytest.approx(221.4 / 0.41, rel=0.05)  # ~540x the limit
     md = words.summary_md(found, CFG, tables["environment"], tables)
     assert md.index("## The headline") < md.index("## h1")
+
+
+def test_headline_when_every_run_at_the_smallest_batch_was_left_out():
+    """A busy machine can leave out every run of the smallest batch size (all noisy): the headline
+    says so and still reports the largest batch, instead of failing the whole analysis."""
+    runs = synthetic_runs({("cpu", "seed"): (220.0, 1.4), ("cpu", "module"): (250, 1.1)})
+    runs["message"], runs["quality_note"] = "", ""
+    runs.loc[runs.batch_size == 1, "quality"] = "noisy"
+    tables, found = analyse(runs)
+    first = words.headline(tables)[0]
+    assert "no run at its smallest batch size is usable" in first
+    assert "At batch 4096 the best is module" in first
+    assert "## The headline" in words.summary_md(found, CFG, tables["environment"], tables)

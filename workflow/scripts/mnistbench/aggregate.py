@@ -191,9 +191,17 @@ def check_settings(runs: pd.DataFrame, host_settings=("cpu_threads",)) -> list[s
     return notes
 
 
+def succeeded(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs that trained to the end (status ok), whatever their timing verdict: what the learning
+    figures and the accuracy sentences may show."""
+    return runs[runs["status"] == "ok"] if len(runs) else runs
+
+
 def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
-    """Runs the analysis uses: status ok and a timing verdict in `use` (quality.use)."""
-    return runs[(runs["status"] == "ok") & runs["quality"].isin(list(use))]
+    """Runs the timing analysis uses: succeeded, and a timing verdict in `use` (quality.use). The
+    one definition: tables, sentences and figures all take their runs from here."""
+    ok = succeeded(runs)
+    return ok[ok["quality"].isin(list(use))]
 
 
 def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFrame:

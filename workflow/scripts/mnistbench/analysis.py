@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from mnistbench import files, machines, uncertainty, words
-from mnistbench.aggregate import check_settings, summarise, usable
+from mnistbench.aggregate import check_settings, succeeded, summarise, usable
 from mnistbench.devices import HOST, host_first
 from mnistbench.modes import MODES
 
@@ -495,7 +495,7 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
     for mode in ("dataloader", "module"):
         share = {}
         if not prof.empty:
-            p = prof[(prof["mode"] == mode) & (prof["status"] == "ok")]
+            p = succeeded(prof[prof["mode"] == mode])
             share = {
                 (h, d, b): t / s
                 for h, d, b, t, s in zip(

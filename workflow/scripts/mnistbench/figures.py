@@ -21,9 +21,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from mnistbench import files, machines, uncertainty  # noqa: E402
+from mnistbench.aggregate import succeeded, usable  # noqa: E402
 from mnistbench.analysis import KEYS  # noqa: E402
 from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
 from mnistbench.modes import MODES  # noqa: E402
@@ -113,17 +114,12 @@ def note_figure(title: str, text: str) -> plt.Figure:
     return fig
 
 
-def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
-    q = runs["quality"] if "quality" in runs.columns else pd.Series("ok", index=runs.index)
-    return runs[(runs["status"] == "ok") & q.isin(list(use))].copy()
+TICK = EngFormatter(sep="")  # 1k, 20k, 1M: the same prefixes as the text, tight for a tick
 
 
 def si(v, _=None) -> str:
-    """Tick label: 1k, 20k, 1M, 0.5, 3."""
-    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if v >= scale:
-            return f"{v / scale:g}{unit}"
-    return f"{v:g}"
+    """Tick label: 1k, 20k, 1M, 0.5, 3 (matplotlib's SI formatter, plain numbers below 1)."""
+    return TICK(v) if v >= 1 else f"{v:g}"
 
 
 def log_ticks(ax, axis="y", ticks=None) -> None:
@@ -254,11 +250,11 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
     dotted curve. Runs left out of the analysis (a noisy or short timing) are drawn hollow. One
     panel per host. With a single device, colour goes to the mode too (one colour would hide
     which line is which) and the device moves to the title."""
-    ok = usable(runs, use)
+    ok = usable(runs, use).copy()
     title = "Training throughput by device and mode"
     if ok.empty:
         return note_figure(title, "No successful run: nothing to plot.")
-    left = runs[(runs["status"] == "ok") & ~runs.index.isin(ok.index)]
+    left = succeeded(runs)[lambda r: ~r.index.isin(ok.index)]
     hosts = sorted(set(ok["host"]))
     devices = host_first(ok["device"])
     hue = "device" if len(devices) > 1 else "mode"
@@ -406,7 +402,7 @@ def breakdown(prof: pd.DataFrame) -> plt.Figure:
     """Stacked bars: where a profiled step's time goes, per mode (ladder order, top to bottom), at
     the smallest and the largest batch size; one row of panels per host x device."""
     title = "Step-time breakdown (torch.profiler)"
-    ok = prof[prof["status"] == "ok"] if len(prof) else prof
+    ok = succeeded(prof)
     if ok.empty:
         return note_figure(title, "No profile succeeded: nothing to break down.")
     ok = ok.copy()
@@ -544,7 +540,7 @@ def ops(prof: pd.DataFrame) -> plt.Figure:
     """Torch ops dispatched per training step (in the step + fetching the batch), per mode; a second
     row with kernel launches when an accelerator that launches kernels was profiled."""
     title = "Ops per training step (torch.profiler)"
-    ok = prof[prof["status"] == "ok"].copy() if len(prof) else prof
+    ok = succeeded(prof).copy()
     if ok.empty:
         return note_figure(title, "No profile succeeded: nothing to count.")
     ok["target"] = ok["device"] if ok["host"].nunique() == 1 else ok["host"] + " · " + ok["device"]

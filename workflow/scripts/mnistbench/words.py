@@ -5,10 +5,13 @@ import re
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import EngFormatter
 
+from mnistbench.aggregate import succeeded
 from mnistbench.devices import HOST, host_first
 
 # --- numbers as words ---------------------------------------------------------------------------
+ENG = EngFormatter(sep=" ")  # 12.3 k, 3.57 M: SI prefixes, matplotlib's rule for choosing them
 
 
 def us(x) -> str:
@@ -29,13 +32,11 @@ def bs(x) -> str:
 
 
 def rate(x) -> str:
-    """Samples per second, short: '850', '12.3 k', '3.57 M'."""
+    """Samples per second to 3 significant digits, SI prefix: '850', '12.3 k', '3.57 M'."""
     if not np.isfinite(x):
         return "n/a"
-    for scale, unit in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
-        if x >= scale:
-            return f"{x / scale:.3g}{unit}"
-    return f"{x:.3g}"
+    x = float(f"{x:.3g}")  # rounded first, so that 999.6 reads '1 k', not '1e+03'
+    return ENG(x) if x >= 1 else f"{x:g}"  # below 1: '0.5', not '500 m'
 
 
 def times(x) -> str:
@@ -118,7 +119,9 @@ def headline(tables: dict) -> list[str]:
             g = lad[(lad["host"] == host) & (lad["device"] == device) & (lad["point"] == "smallest")]
             seed = g[g["mode"] == "seed"]
             words = [f"On {host}, {device}:"]
-            if len(seed):
+            if small is None:  # every run at the smallest batch was left out (e.g. all noisy)
+                words.append("no run at its smallest batch size is usable (see what was left out).")
+            elif len(seed):
                 s = seed.iloc[0]
                 words.append(
                     f"the beginner's code trains {with_ci(s['samples_per_s'], s['samples_per_s_lo'], s['samples_per_s_hi'], rate)} "
@@ -158,7 +161,7 @@ def limit(tables: dict, host, seed, top) -> list[str]:
     ops = ""
     if len(prof) and "ops_step" in prof.columns:
         p = prof[(prof["host"] == host) & (prof["device"] == HOST) & (prof["mode"] == "seed")]
-        p = p[(p["status"] == "ok") & (p["batch_size"] == b)]
+        p = succeeded(p)[lambda q: q["batch_size"] == b]
         if len(p):
             ops = f", {p['ops_step'].iloc[0] + p['ops_batch'].iloc[0]:.0f} torch ops per step"
     return [
@@ -206,7 +209,7 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
         tables[k] for k in ("fits", "crossover", "speedup", "dataloader", "bandwidth", "profile", "runs")
     )
     out = {None: list(tables.get("code_notes", []))}
-    usable_runs = runs[runs["status"] == "ok"] if len(runs) else runs
+    usable_runs = succeeded(runs)
     if runs.empty or usable_runs.empty:
         statuses = ", ".join(sorted(set(runs["status"]))) if len(runs) else "none"
         out[None].append(f"No run succeeded (statuses: {statuses}): there is nothing to fit or compare.")
@@ -224,7 +227,7 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
         lines += speedups(spd[spd["host"] == host])
         lines += [dataloader(r) for _, r in dl[dl["host"] == host].iterrows()]
         lines += copies(bw[bw["host"] == host], host)
-        lines += ops(prof[(prof["host"] == host) & (prof["status"] == "ok")] if not prof.empty else prof)
+        lines += ops(succeeded(prof[prof["host"] == host]) if not prof.empty else prof)
     for _, f in fit[fit["note"].astype(str).str.len() > 0].iterrows():
         out[None].append(f"{f['host']}, {f['device']}, {f['mode']}: {f['note']}.")
     return out
@@ -508,7 +511,7 @@ def rst_pages(tables: dict, found: dict, cfg: dict | None = None) -> dict:
     )
     pages["speedup"] = speedup_page(tables["speedup"])
     prof = tables["profile"]
-    ok = prof[prof["status"] == "ok"] if len(prof) else prof
+    ok = succeeded(prof)
     pages["breakdown"] = breakdown_page(ok)
     pages["ops"] = ops_page(ok)
     bw = tables["bandwidth"]
@@ -568,7 +571,7 @@ def ops_page(ok: pd.DataFrame) -> str:
 
 
 def accuracy_text(runs: pd.DataFrame, target) -> str:
-    ok = runs[runs["status"] == "ok"]
+    ok = succeeded(runs)
     if ok.empty:
         return "No successful run.\n"
     reached = ok[pd.to_numeric(ok["time_to_target_s"], errors="coerce").notna()]
