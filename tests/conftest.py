@@ -74,6 +74,11 @@ def tiny_config(url, md5, **overrides) -> dict:
         test_samples=200,
         warmup_steps=2,
         min_timed_s=0,  # tiny grids: the extra timing epochs are tested on their own
+        # Every timing verdict usable and no retime: a test of what the pipeline does must neither
+        # wait for a busy machine to settle nor lose a combination to a noisy timing (the retime
+        # and the verdicts are tested on their own, in test_quality.py).
+        retime=0,
+        quality=dict(use=["ok", "noisy", "few_steps"]),
         mnist=dict(mirrors=[url], md5=md5),
     )
     cfg.update(overrides)
@@ -142,17 +147,7 @@ def cpu_pipeline(mirror, tmp_path_factory):
     url, md5 = mirror
     repo = copy_repo(tmp_path_factory.mktemp("repo"))
     wd = tmp_path_factory.mktemp("cpu_pipeline")
-    # Every timing verdict usable and no retime: on a busy machine every combination still has
-    # its medians and fits, and no run waits for the machine to settle.
-    cfg = tiny_config(
-        url,
-        md5,
-        devices=["cpu"],
-        modes=["manual", "module", "dataloader"],
-        batch_sizes=[4, 16, 64],
-        retime=0,
-        quality=dict(use=["ok", "noisy", "few_steps"]),
-    )
+    cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual", "module", "dataloader"], batch_sizes=[4, 16, 64])
     proc = snakemake(wd, cfg, repo=repo)
     snakemake(wd, cfg, "--report", "results/report.html", repo=repo)
     return repo, wd, cfg, proc

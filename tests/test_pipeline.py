@@ -18,9 +18,8 @@ ALL_MODES = list(MODES)
 def run(mirror, tmp_path_factory):
     url, md5 = mirror
     wd = tmp_path_factory.mktemp("pipeline")
-    # Two repeats, so medians, IQRs and the agreement of repeats are of more than one value; every
-    # timing verdict usable and no retime, so a busy machine changes no count below.
-    cfg = tiny_config(url, md5, modes=ALL_MODES, repeats=2, retime=0, quality=dict(use=["ok", "noisy", "few_steps"]))
+    # Two repeats, so medians, IQRs and the agreement of repeats are of more than one value.
+    cfg = tiny_config(url, md5, modes=ALL_MODES, repeats=2)
     proc = snakemake(wd, cfg)
     report = snakemake(wd, cfg, "--report", "results/report.html")
     return wd, cfg, proc, report

@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 from mnistbench import BenchError, data, synthetic, train, worker
 
+# Each test starts worker processes (torch imported, a socket served) and waits for them: seconds
+# apiece, so they stay out of the edit loop (`pytest -m fast`).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def tensors(tmp_path):
