@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # tests/slurm/harness.sh - a throw-away multi-node Slurm cluster on this one machine, for the tests.
 #
-# Debian 12 (bookworm) packages, run as root, no systemd, no cgroups. Six nodes, each a slurmd in
+# Debian 12 (bookworm) packages, run as root, no systemd, no cgroups. Seven nodes, each a slurmd in
 # its own network namespace and UTS namespace (its own host name and address), all on this
 # machine's cores and file system:
 #
 #   node  address        partition      GRES          what it stands for
-#   cpu1  10.213.0.11    cpu (default)  -             four identical cpu nodes: the repeats of a
-#   cpu2  10.213.0.12    cpu            -             combination land on different ones
-#   cpu3  10.213.0.13    cpu            -
-#   cpu4  10.213.0.14    cpu            -
+#   cpu1  10.213.0.11    cpu (default)  -             five identical cpu nodes: one per timed job
+#   cpu2  10.213.0.12    cpu            -             of the tests' cpu grid (four train jobs and
+#   cpu3  10.213.0.13    cpu            -             the profile job, each given a whole node by
+#   cpu4  10.213.0.14    cpu            -             slurm.exclusive), so the repeats of a
+#   cpu5  10.213.0.15    cpu            -             combination run on different nodes
 #   gpu1  10.213.0.21    gpu            gpu:t4:1      two GPU node types, told apart by their
 #   gpu2  10.213.0.22    gpu            gpu:a100:1    GRES type (--gpus=t4:1, --gpus=a100:1)
 #
@@ -48,7 +49,7 @@
 # `export HARNESS_ADDR=10.213.0.1` (the address nodes reach the root namespace at) for callers.
 #
 # Why the nodes are sized as they are: every node declares this machine's real layout (`slurmd
-# -C`), so a job never asks for cores that are not there. TaskPlugin is task/none: the six
+# -C`), so a job never asks for cores that are not there. TaskPlugin is task/none: the seven
 # slurmds share this machine's cores, and task/affinity would pin the first job of every node to
 # the same core (core 0 of each node is core 0 of the machine), so jobs that Slurm placed on
 # different nodes would queue for one core; unbound, the kernel spreads them. On a real cluster,
@@ -81,10 +82,10 @@ MUNGE_SOCKET=/run/munge/munge.socket.2   # munge's compiled-in default; clients 
 NET=${HARNESS_NET:-10.213.0}
 ADDR=$NET.1            # slurmctld and the test's services, on the bridge in the root namespace
 BRIDGE=mnb-br0
-CPU_NODES=(cpu1 cpu2 cpu3 cpu4)
+CPU_NODES=(cpu1 cpu2 cpu3 cpu4 cpu5)
 GPU_NODES=(gpu1 gpu2)
 NODES=("${CPU_NODES[@]}" "${GPU_NODES[@]}")
-declare -A NODE_ADDR=([cpu1]=$NET.11 [cpu2]=$NET.12 [cpu3]=$NET.13 [cpu4]=$NET.14 [gpu1]=$NET.21 [gpu2]=$NET.22)
+declare -A NODE_ADDR=([cpu1]=$NET.11 [cpu2]=$NET.12 [cpu3]=$NET.13 [cpu4]=$NET.14 [cpu5]=$NET.15 [gpu1]=$NET.21 [gpu2]=$NET.22)
 declare -A GPU_TYPE=([gpu1]=t4 [gpu2]=a100)   # GRES type per GPU node: gpu_models [t4, a100]
 ns_of() { echo "mnb-$1"; }   # a node's network namespace, and its veth end in the root namespace
 # Why these packages: slurm-client has sbatch/sacct/squeue; slurmdbd pulls the
