@@ -2,9 +2,9 @@
 five identical cpu nodes and two GPU nodes of different GRES types (t4, a100; fake GPUs), each node
 a slurmd in its own network and UTS namespace on this machine.
 
-One cluster for the module, and three Snakemake runs on it that every test reads: a cpu grid (its
-repeats side by side on different cpu nodes), the cuda jobs of two GPU models, and the README's
-Slurm command as written. Slurm's own record of every job (sacct: node, partition, requested and
+One cluster for the module, and the Snakemake runs every test reads (fixture `runs`): a cpu grid
+through Slurm (its repeats side by side on different cpu nodes), the same grid locally, the cuda
+jobs of two GPU models, and the README's Slurm command as written. Slurm's own record of every job (sacct: node, partition, requested and
 allocated TRES, state, the plugin's `rule_<rule>_wildcards_...` comment) is what the tests assert on.
 The cluster starts in a fresh state folder before the first test and stops after the last (the
 harness signals only the PIDs in its own PID files and deletes only the namespaces and links it
@@ -35,7 +35,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPO, QuietHandler, snakemake, tiny_config
+from conftest import REPO, QuietHandler, tiny_config
 from mnistbench import analysis, machines, synthetic, words
 
 HARNESS = REPO / "tests" / "slurm" / "harness.sh"
@@ -205,27 +205,47 @@ def node_mirror(cluster, tmp_path_factory):
 STATUS_CHECK = ["--slurm-init-seconds-before-status-checks", "2"]
 
 
-def slurm_snakemake(cl: Cluster, workdir: Path, cfg: dict, *args, config_name="config.yaml", command=None):
+def slurm_command(workdir: Path, cfg: dict, *args, config_name="config.yaml", command=None) -> list:
     """`snakemake --profile profiles/slurm` in `workdir`, as a user runs it (the workflow's default
     profile is picked up too), with a 2 s first status check instead of 10 s to keep the test short.
-    `command`: the command line to run instead (from the repository's root), e.g. the README's.
-    Returns (process, text of stdout + stderr)."""
+    `command`: the command line to run instead (from the repository's root), e.g. the README's."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / config_name).write_text(yaml.safe_dump(cfg))
     command = command or [sys.executable, "-m", "snakemake", "--profile", str(REPO / "profiles" / "slurm")]
-    cmd = [
-        *command,
-        *args,
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / config_name),
-        *STATUS_CHECK,
-    ]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900, env=cl.env)
-    return proc, proc.stdout + proc.stderr
+    where = ["--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    return [*command, *args, *where, "--configfile", str(workdir / config_name), *STATUS_CHECK]
+
+
+def local_command(workdir: Path, cfg: dict) -> list:
+    """The local run of conftest.snakemake (no profile, --cores 2), to start without waiting for it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    where = ["--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    return [sys.executable, "-m", "snakemake", *where, "--configfile", str(workdir / "config.yaml"), "--cores", "2"]
+
+
+class Started:
+    """A command running in the background (from the repository's root), its output in a file."""
+
+    def __init__(self, cmd: list, env: dict, log: Path):
+        self.cmd, self.log, self.t0 = cmd, log, time.time()
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def finish(self, timeout=900) -> tuple[int, str]:
+        """(exit status, stdout + stderr) once it ends."""
+        rc = self.proc.wait(timeout=timeout)
+        self.seconds = self.log.stat().st_mtime - self.t0  # its last output, not when we looked
+        return rc, self.log.read_text(errors="replace")
+
+    def stop(self):
+        """Interrupt it if it still runs (Snakemake then cancels its Slurm jobs)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
 
 
 def readme_command() -> list:
@@ -274,11 +294,30 @@ def result_files(root: Path) -> list:
     return sorted(str(p.relative_to(root)) for p in found if p.is_file() and ".trainer" not in p.parts)
 
 
+def failed_run(cl: Cluster, wd: Path, started: Started, t0: str) -> dict:
+    """A run expected to fail on the CUDA-less nodes: its output, and sacct's rows of the jobs it
+    submitted (None if it submitted none)."""
+    rc, out = started.finish()
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
+    jobs = cl.final_jobs(run_id_of(out), t0, n=len(submitted)) if submitted else None
+    return dict(wd=wd, cmd=started.cmd, returncode=rc, out=out, submitted=submitted, jobs=jobs)
+
+
 @pytest.fixture(scope="module")
-def cpu_run(cluster, node_mirror, tmp_path_factory):
-    """The whole pipeline, devices [cpu], once through Slurm and once locally (same config). On
-    Slurm the train jobs run side by side (`--resources timed_jobs=...`, README: lifting the
-    limit) with a node each (slurm.exclusive): the repeats of a combination run on two nodes."""
+def runs(cluster, node_mirror, tmp_path_factory):
+    """Every run the tests read, on one cluster; those that mostly wait for Slurm side by side.
+
+    - cpu: the whole pipeline, devices [cpu], through Slurm. Its timed jobs (train, profile) run
+      side by side (`--resources timed_jobs=...`, the README's way of lifting the limit), each
+      with a node of its own (slurm.exclusive): the repeats of a combination run on two nodes.
+    - local: the same config locally (`--cores 2`), beside the two runs below.
+    - cuda: in the cpu run's folder, only the cuda train jobs of one combination, once per GPU
+      model (slurm.gpu_models); preload's output is there, and mtime triggers keep the changed
+      `devices` from re-running preload.
+    - readme: README.md's Slurm example, run exactly as written from the repository's root, in a
+      copy of the cpu run's folder, with what a test must add: the folders, a config file with
+      the tiny grid, the mirror and two GPU models, and the 2 s first status check.
+    """
     url, md5 = node_mirror
     cfg = tiny_config(
         url,
@@ -293,47 +332,61 @@ def cpu_run(cluster, node_mirror, tmp_path_factory):
         quality=dict(use=["ok", "noisy", "few_steps"]),
         slurm=dict(exclusive=True),
     )
-    wd = tmp_path_factory.mktemp("slurm_cpu")
-    t0 = since()
-    proc, out = slurm_snakemake(cluster, wd, cfg, "--resources", f"timed_jobs={TIMED_JOBS}")
-    assert proc.returncode == 0, f"snakemake via Slurm failed ({proc.returncode}):\n{out[-10000:]}\n{cluster.logs()}"
-    planned = job_stats(out)
-    jobs = cluster.final_jobs(run_id_of(out), t0, n=sum(planned.values()) - planned["all"])
-    local = tmp_path_factory.mktemp("local_cpu")
-    snakemake(local, cfg)
-    # What the cluster wrote, read now: later runs in `wd` (cuda, README) change its files.
-    tables = {name: pd.read_csv(wd / name) for name in result_files(wd) if name.endswith(".csv")}
-    return dict(cfg=cfg, wd=wd, out=out, jobs=jobs, local=local, files=result_files(wd), tables=tables)
+    # Not exclusive: a cuda job then leaves its node's other GPU to the README run's preload.
+    two_models = dict(gpu_models=GPU_MODELS)
+    logs = tmp_path_factory.mktemp("logs")
+    wd, local, readme_wd = (tmp_path_factory.mktemp(name) for name in ("slurm_cpu", "local_cpu", "readme"))
+    started = []
+
+    def start(name, cmd):
+        started.append(Started(cmd, cluster.env, logs / f"{name}.log"))
+        return started[-1]
+
+    try:
+        t0 = since()
+        cmd = slurm_command(wd, cfg, "--resources", f"timed_jobs={TIMED_JOBS}")
+        rc, out = start("cpu", cmd).finish()
+        assert rc == 0, f"snakemake via Slurm failed ({rc}):\n{out[-10000:]}\n{cluster.logs()}"
+        planned = job_stats(out)
+        jobs = cluster.final_jobs(run_id_of(out), t0, n=sum(planned.values()) - planned["all"])
+        # What the cluster wrote, read now: the cuda run below changes files in `wd`.
+        tables = {name: pd.read_csv(wd / name) for name in result_files(wd) if name.endswith(".csv")}
+        cpu_run = dict(cfg=cfg, wd=wd, out=out, jobs=jobs, files=result_files(wd), tables=tables)
+        shutil.copytree(wd, readme_wd, symlinks=True, dirs_exist_ok=True)  # file times kept: nothing out of date
+
+        # The rest side by side: the Slurm runs mostly wait for their few jobs. (The local run
+        # starts only now: beside the cpu run it would slow that run's jobs past its status checks.)
+        local_run = start("local", local_command(local, cfg))
+        t0 = since()
+        cuda_cfg = dict(cfg, devices=["cpu", "cuda"], slurm=two_models)
+        args = [*CUDA_TARGETS.values(), "--rerun-triggers", "mtime", "--resources", f"timed_jobs={len(GPU_MODELS)}"]
+        cuda = start("cuda", slurm_command(wd, cuda_cfg, *args, config_name="cuda.yaml"))
+        cmd = slurm_command(readme_wd, dict(cfg, slurm=two_models), config_name="readme.yaml", command=readme_command())
+        readme = start("readme", cmd)
+        cuda_run, readme_run = failed_run(cluster, wd, cuda, t0), failed_run(cluster, readme_wd, readme, t0)
+        rc, out = local_run.finish()
+        assert rc == 0, f"the local run failed ({rc}):\n{out[-10000:]}"
+        cpu_run["local"] = local
+        print("seconds per run: " + ", ".join(f"{p.log.stem} {p.seconds:.0f}" for p in started))
+        yield dict(cpu=cpu_run, cuda=cuda_run, readme=readme_run)
+    finally:
+        for p in started:
+            p.stop()
 
 
 @pytest.fixture(scope="module")
-def cuda_run(cluster, cpu_run):
-    """Only the cuda train jobs of one combination, once per GPU model (slurm.gpu_models), in the
-    cpu run's folder (preload's output is there; mtime triggers keep the changed `devices` from
-    re-running preload), side by side."""
-    wd = cpu_run["wd"]
-    cfg = dict(cpu_run["cfg"], devices=["cpu", "cuda"], slurm=dict(exclusive=True, gpu_models=GPU_MODELS))
-    t0 = since()
-    args = [*CUDA_TARGETS.values(), "--rerun-triggers", "mtime", "--resources", f"timed_jobs={len(GPU_MODELS)}"]
-    proc, out = slurm_snakemake(cluster, wd, cfg, *args, config_name="cuda.yaml")
-    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
-    jobs = cluster.final_jobs(run_id_of(out), t0, n=len(submitted)) if submitted else None
-    return dict(wd=wd, proc=proc, out=out, submitted=submitted, jobs=jobs)
+def cpu_run(runs):
+    return runs["cpu"]
 
 
 @pytest.fixture(scope="module")
-def readme_run(cluster, cpu_run, cuda_run):
-    """README.md's Slurm example, run exactly as written from the repository's root, in the cpu
-    run's folder (last: its failed preload removes preload's outputs), with what a test must add:
-    the folders, a config file with the tiny grid, the mirror and two GPU models, the 2 s check."""
-    wd = cpu_run["wd"]
-    cfg = dict(cpu_run["cfg"], slurm=dict(exclusive=True, gpu_models=GPU_MODELS))
-    t0 = since()
-    command = readme_command()
-    proc, out = slurm_snakemake(cluster, wd, cfg, config_name="readme.yaml", command=command)
-    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
-    jobs = cluster.final_jobs(run_id_of(out), t0, n=len(submitted)) if submitted else None
-    return dict(wd=wd, command=command, proc=proc, out=out, submitted=submitted, jobs=jobs)
+def cuda_run(runs):
+    return runs["cuda"]
+
+
+@pytest.fixture(scope="module")
+def readme_run(runs):
+    return runs["readme"]
 
 
 # ------------------------------------------------------------------------------------- tests ---
@@ -427,7 +480,7 @@ def test_each_gpu_model_lands_on_its_node_and_fails_clearly(cuda_run):
     (--gpus=<model>:1), given it on the node that has that type, and failing there (no CUDA on
     this machine) with the project's line."""
     wd, out, submitted, jobs = cuda_run["wd"], cuda_run["out"], cuda_run["submitted"], cuda_run["jobs"]
-    assert cuda_run["proc"].returncode != 0, out[-6000:]
+    assert cuda_run["returncode"] != 0, out[-6000:]
     assert len(submitted) == len(GPU_MODELS), (
         "expected exactly the cuda train job of each GPU model to be submitted"
         + (
@@ -463,10 +516,12 @@ def test_the_readme_example_runs_as_written(readme_run):
     cuda job per GPU model, and submits the first job that needs a GPU, preload (it times
     host->device copies), to the gpu partition with one GPU; on these CUDA-less nodes it fails
     there with the project's line, and nothing that needs its output is submitted."""
-    command, out, jobs = readme_run["command"], readme_run["out"], readme_run["jobs"]
+    cmd, out, jobs = readme_run["cmd"], readme_run["out"], readme_run["jobs"]
+    command = readme_command()
     assert command[:3] == [".venv/bin/snakemake", "--profile", "profiles/slurm"], command
     assert "devices=[cpu,cuda]" in command, command
-    assert readme_run["proc"].returncode != 0, out[-6000:]
+    assert cmd[: len(command)] == command, cmd  # what a test adds comes after it
+    assert readme_run["returncode"] != 0, out[-6000:]
     planned = job_stats(out)
     grid = len(MODES) * len(BATCH_SIZES) * REPEATS
     assert planned["train"] == grid * (1 + len(GPU_MODELS)), planned  # cpu, and cuda once per model

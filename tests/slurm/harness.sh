@@ -11,8 +11,8 @@
 #   cpu3  10.213.0.13    cpu            -             the profile job, each given a whole node by
 #   cpu4  10.213.0.14    cpu            -             slurm.exclusive), so the repeats of a
 #   cpu5  10.213.0.15    cpu            -             combination run on different nodes
-#   gpu1  10.213.0.21    gpu            gpu:t4:1      two GPU node types, told apart by their
-#   gpu2  10.213.0.22    gpu            gpu:a100:1    GRES type (--gpus=t4:1, --gpus=a100:1)
+#   gpu1  10.213.0.21    gpu            gpu:t4:2      two GPU node types, told apart by their
+#   gpu2  10.213.0.22    gpu            gpu:a100:2    GRES type (--gpus=t4:1, --gpus=a100:1)
 #
 # The GPUs are fake: character devices cloned from /dev/null (mknod c 1 3), which is all slurmd
 # needs to schedule and record a GPU; a job that gets one sees CUDA_VISIBLE_DEVICES=0 but no CUDA.
@@ -260,14 +260,14 @@ CTL=$(hostname -s)     # slurmctld checks that it runs on SlurmctldHost
 HW=$(slurmd -C | sed -n -E '1s/^NodeName=[^ ]+ //p')
 [ -n "$HW" ] || die "slurmd -C printed no node layout"
 
-# Fake GPUs: character devices that are clones of /dev/null (major 1, minor 3), one per GPU node.
+# Fake GPUs: character devices that are clones of /dev/null (major 1, minor 3), GPUS_PER_NODE per
+# GPU node (two: a GPU job and another that needs a GPU, e.g. preload, fit on one node at once).
 # slurmd only needs the GRES File= to exist; jobs that get one see CUDA_VISIBLE_DEVICES=0 but no
 # CUDA, which is what the tests expect.
-i=0
-for n in "${GPU_NODES[@]}"; do
+GPUS_PER_NODE=2
+for i in $(seq 0 $((${#GPU_NODES[@]} * GPUS_PER_NODE - 1))); do
   [ -c "$DIR/fakegpu/nvidia$i" ] || mknod "$DIR/fakegpu/nvidia$i" c 1 3 \
     || die "mknod failed (STATEDIR on a nodev mount?); cannot create the fake GPU device"
-  i=$((i + 1))
 done
 for n in "${NODES[@]}"; do mkdir -p "$DIR/spool/$n"; done
 
@@ -323,14 +323,14 @@ SlurmdPort=6818
 GresTypes=gpu
 EOF
 for n in "${CPU_NODES[@]}"; do echo "NodeName=$n NodeAddr=${NODE_ADDR[$n]} $HW State=UNKNOWN"; done
-for n in "${GPU_NODES[@]}"; do echo "NodeName=$n NodeAddr=${NODE_ADDR[$n]} $HW Gres=gpu:${GPU_TYPE[$n]}:1 State=UNKNOWN"; done
+for n in "${GPU_NODES[@]}"; do echo "NodeName=$n NodeAddr=${NODE_ADDR[$n]} $HW Gres=gpu:${GPU_TYPE[$n]}:$GPUS_PER_NODE State=UNKNOWN"; done
 echo "PartitionName=cpu Nodes=$(IFS=,; echo "${CPU_NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
 echo "PartitionName=gpu Nodes=$(IFS=,; echo "${GPU_NODES[*]}") Default=NO MaxTime=INFINITE State=UP"
 } > "$ETC/slurm.conf"
 i=0
 for n in "${GPU_NODES[@]}"; do
-  echo "NodeName=$n Name=gpu Type=${GPU_TYPE[$n]} File=$DIR/fakegpu/nvidia$i"
-  i=$((i + 1))
+  echo "NodeName=$n Name=gpu Type=${GPU_TYPE[$n]} File=$DIR/fakegpu/nvidia[$i-$((i + GPUS_PER_NODE - 1))]"
+  i=$((i + GPUS_PER_NODE))
 done > "$ETC/gres.conf"
 # slurmdbd refuses a config readable by others (it holds the DB password).
 ( umask 077; cat > "$ETC/slurmdbd.conf" <<EOF
