@@ -94,3 +94,26 @@ def test_docs_cite_no_issue_numbers():
     for doc in ["README.md", "bench/README.md", "config/README.md", "profiles/README.md"]:
         text = (REPO / doc).read_text()
         assert not re.search(r"\bissue \d+|\(issue|#\d{1,3}\b", text, re.I), doc
+
+
+# A number with its 95 % interval as summary.md writes it: "63× (43–85×)", "135 k (93.5–137 k)".
+WITH_INTERVAL = re.compile(r"\d[\d.,]*(?: [kMG])?×? \(\d[\d.,]*(?: [kMG])?×?–\d[\d.,]*(?: [kMG])?×?\)")
+REFERENCE = "### The reference run"
+
+
+def test_the_docs_quote_the_reference_run_as_its_summary_has_it():
+    """One set of numbers for the project's named run: every number with an interval in README.md
+    and in bench/README.md's section on that run is in its committed summary
+    (bench/reference/summary.md), verbatim, and the README shows its ladder figure."""
+    summary = (REPO / "bench/reference/summary.md").read_text()
+    bench = (REPO / "bench/README.md").read_text()
+    assert REFERENCE in bench, f"bench/README.md has a section '{REFERENCE}'"
+    section = bench.split(REFERENCE, 1)[1].split("\n#", 1)[0]
+    for doc, text in [("README.md", (REPO / "README.md").read_text()), ("bench/README.md", section)]:
+        quoted = WITH_INTERVAL.findall(text)
+        assert len(quoted) >= 3, f"{doc} quotes the reference run's headline with its intervals: {quoted}"
+        missing = [q for q in quoted if q not in summary]
+        assert not missing, f"{doc} quotes numbers that bench/reference/summary.md does not have: {missing}"
+    readme = (REPO / "README.md").read_text()
+    assert "(bench/reference/ladder.png)" in readme, "the README shows the reference run's ladder figure"
+    assert (REPO / "bench/reference/ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
