@@ -327,9 +327,6 @@ def runs(cluster, node_mirror, tmp_path_factory):
         batch_sizes=BATCH_SIZES,
         repeats=REPEATS,
         cpu_threads=CPU_THREADS,
-        # Runs side by side on two cores are noisy: every verdict usable, and no retime.
-        retime=0,
-        quality=dict(use=["ok", "noisy", "few_steps"]),
         slurm=dict(exclusive=True),
     )
     # Not exclusive: a cuda job then leaves its node's other GPU to the README run's preload.

@@ -192,8 +192,8 @@ def check_settings(runs: pd.DataFrame, host_settings=("cpu_threads",)) -> list[s
 
 
 def succeeded(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs that trained to the end (status ok), whatever their timing verdict: what the learning
-    figures and the accuracy sentences may show."""
+    """Rows (runs, profiles) whose job ended with status ok, whatever their timing verdict: what
+    the learning figures, the accuracy sentences and the profile pages may show."""
     return runs[runs["status"] == "ok"] if len(runs) else runs
 
 

@@ -209,8 +209,7 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
         tables[k] for k in ("fits", "crossover", "speedup", "dataloader", "bandwidth", "profile", "runs")
     )
     out = {None: list(tables.get("code_notes", []))}
-    usable_runs = succeeded(runs)
-    if runs.empty or usable_runs.empty:
+    if succeeded(runs).empty:
         statuses = ", ".join(sorted(set(runs["status"]))) if len(runs) else "none"
         out[None].append(f"No run succeeded (statuses: {statuses}): there is nothing to fit or compare.")
         return out
