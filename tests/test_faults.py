@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import closed_port, jobs, snakemake, tiny_config
-from mnistbench import BenchError, data, files, kernel, modes, synthetic, worker
+from mnistbench import BenchError, data, files, kernel, ladder, synthetic, worker
 from mnistbench.jobs import INTERRUPTED
 
 PKG = str(Path(data.__file__).parents[1])
@@ -150,7 +150,7 @@ def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, tmp_path):
 
 def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatch):
     monkeypatch.setenv("CC", "/bin/false")
-    why = modes.why_not("kernel", "cpu")
+    why = ladder.why_not("kernel", "cpu")
     assert why == "kernel needs a C compiler that builds kernel.c (/bin/false could not build kernel.c: exit status 1)"
 
 

@@ -5,8 +5,9 @@ import torch
 import yaml
 from beginner_reference import train_step as beginner_step
 from conftest import REPO
-from mnistbench import devices, kernel, model, runner, train
-from mnistbench.modes import MODES, Manual, Numpy, Seed, exists
+from mnistbench import devices, kernel, ladder, model, runner, train
+from mnistbench.ladder import exists
+from mnistbench.modes import MODES, Manual, Numpy, Seed
 
 LOSSES = ["mse_softmax", "cross_entropy"]
 # Every mode on every device this machine has: cpu here and in CI, cuda/mps where present
@@ -94,7 +95,7 @@ def test_every_mode_tracks_the_float64_reference(device, name, loss):
     ref_batches = [(x[perm[i : i + 8]], y[perm[i : i + 8]], t[perm[i : i + 8]]) for i in range(0, 48, 8)]
     ref = reference_training(p, ref_batches, loss, 0.5)
     got = {k: torch.as_tensor(v).cpu().double() for k, v in mode.params().items()}
-    tol = TOL if MODES[name].exact else AMP_TOL
+    tol = TOL if ladder.MODES[name].exact else AMP_TOL
     moved = sum(float((ref[k] - p[k].double()).abs().max()) for k in model.NAMES)
     assert moved > 1e-3  # the reference really trained
     for k in model.NAMES:

@@ -1,10 +1,14 @@
 """The whole pipeline, run by the real snakemake on the tiny data set served over loopback."""
 
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
-from conftest import job_stats, snakemake, tiny_config
-from mnistbench import devices, train
-from mnistbench.modes import MODES, exists
+import yaml
+from conftest import REPO, job_stats, snakemake, tiny_config
+from mnistbench import data, devices, train
+from mnistbench.ladder import MODES, exists
 
 RUN_COLUMNS = (
     "host device device_name mode batch_size repeat status message epochs train_samples steps "
@@ -136,3 +140,20 @@ def test_dry_run_plans_every_rule_once_per_job_it_needs(mirror, tmp_path):
         "figures": 1,
         "all": 1,
     }
+
+
+def test_planning_a_run_imports_no_torch(tmp_path):
+    """Snakemake reads the registries (modes, device kinds) and what a run depends on without
+    torch, whose import would cost seconds in every invocation; `devices: auto` asks torch only
+    where a GPU driver could be. Python's own import log of a dry run shows every module."""
+    cfg = tiny_config("http://127.0.0.1:9/", {f: "0" * 32 for f in data.FILES})  # planned, never fetched
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-X", "importtime", "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    cmd += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "1", "-n"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    log = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    assert proc.returncode == 0, proc.stdout[-3000:] + "\n".join(x for x in proc.stderr.splitlines() if x not in log)
+    imported = [line.rsplit("|", 1)[1].strip() for line in log]
+    assert "mnistbench.ladder" in imported and "snakemake.workflow" in imported, "no import log: nothing checked"
+    assert not [m for m in imported if m == "torch" or m.startswith("torch.")], "the plan imported torch"
+    assert job_stats(proc)["train"] == len(cfg["modes"]) * len(cfg["batch_sizes"])

@@ -8,20 +8,20 @@ from pathlib import Path
 # the path of every script job; the Snakefile needs it too).
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
-from mnistbench import BenchError, aggregate, devices as devs, modes as mds, runner
+from mnistbench import BenchError, aggregate, depends, devices as devs, ladder
 
 
 def resolve_modes():
     """Modes of the grid, in ladder order: `all` is every rung; a list is checked by name."""
     if config["modes"] == "all":
-        return list(mds.MODES)
-    unknown = [m for m in config["modes"] if m not in mds.MODES]
+        return list(ladder.MODES)
+    unknown = [m for m in config["modes"] if m not in ladder.MODES]
     if unknown:
         raise key_error(
             "modes",
-            f"unknown mode {', '.join(map(repr, unknown))} (expected: all, or some of {', '.join(mds.MODES)})",
+            f"unknown mode {', '.join(map(repr, unknown))} (expected: all, or some of {', '.join(ladder.MODES)})",
         )
-    return [m for m in mds.MODES if m in config["modes"]]
+    return [m for m in ladder.MODES if m in config["modes"]]
 
 
 def resolve_devices():
@@ -75,9 +75,12 @@ MODES = resolve_modes()
 BATCH_SIZES = config["batch_sizes"]
 REPEATS = list(range(config["repeats"]))
 # Device x mode pairs that cannot exist are left out of the DAG (and listed in the summary).
-PAIRS = [(d, m) for d in DEVICES for m in MODES if mds.exists(m, d)]
+PAIRS = [(d, m) for d in DEVICES for m in MODES if ladder.exists(m, d)]
 LEFT_OUT = [
-    (d, m, mds.why_not(m, d)) for d in DEVICES for m in MODES if not mds.exists(m, d)
+    (d, m, ladder.why_not(m, d))
+    for d in DEVICES
+    for m in MODES
+    if not ladder.exists(m, d)
 ]
 if not PAIRS:
     raise key_error(
@@ -104,8 +107,8 @@ def run_files(ext):
 # What a run's result depends on, as rerun triggers of the jobs that train or time: the settings
 # (changing one retimes every run) and a fingerprint of the code that trains and times (editing
 # the analysis or the figures retimes nothing).
-RUN_SETTINGS = runner.settings_json(config)
-RUN_CODE = runner.code_fingerprint()
+RUN_SETTINGS = depends.settings_json(config)
+RUN_CODE = depends.code_fingerprint()
 
 
 # A warm worker only where jobs run on this machine (see mnistbench/worker.py): a cluster job

@@ -26,7 +26,7 @@ import pandas as pd
 from mnistbench import files, machines, uncertainty, words
 from mnistbench.aggregate import check_settings, succeeded, summarise, usable
 from mnistbench.devices import HOST, host_first
-from mnistbench.modes import MODES
+from mnistbench.ladder import MODES
 
 BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader batch copies
 REFERENCE_MODES = ("seed", "module", "manual")  # the mode ladder is compared with the first present

@@ -3,12 +3,18 @@ synchronisation, and what each kind can do. Everything else asks this module.
 
 To add a kind: an entry in KINDS (and its branches in `_count`, `synchronize`, `name`), its name
 pattern in the config schema (tests/test_devices.py holds the two equal) and a test.
+
+Torch is imported where a device is used, not with the module: the Snakefile reads the kinds,
+names and paths here, and importing torch costs seconds in every Snakemake run.
 """
 
-import re
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+import glob
+import os
+import re
+import sys
+from dataclasses import dataclass
 
 from mnistbench import BenchError
 
@@ -116,10 +122,24 @@ def host_first(devices) -> list:
     return sorted(set(devices), key=lambda d: (d != HOST, d))
 
 
+def _may_have(k: str) -> bool:
+    """False where a kind certainly cannot be here, so that asking costs no torch import: CUDA
+    (and ROCm, which torch also calls cuda) needs a GPU driver's device files, MPS needs macOS."""
+    if k == "cuda":
+        return bool(glob.glob("/dev/nvidia*") or os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg"))
+    if k == "mps":
+        return sys.platform == "darwin"
+    return True
+
+
 def _count(k: str) -> int:
     """How many devices of kind k this machine has."""
     if k == "cpu":
         return 1
+    if not _may_have(k):
+        return 0
+    import torch
+
     if k == "cuda":
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
     if k == "mps":
@@ -154,6 +174,8 @@ def prepare(device: str) -> None:
     """Check `device`, make it the current one (cuda:N: streams, graphs and events use the current
     device) and pay the context's one-off costs (cuBLAS handle, autograd's device thread, lazy
     kernel loading) here, so they land in no run's timings, whichever run comes first."""
+    import torch
+
     check(device)
     if kind(device) == "cuda":
         torch.cuda.set_device(index(device))  # older torch refuses a bare "cuda"
@@ -179,6 +201,10 @@ def resolve(devices) -> tuple[list[str], list[str]]:
 def synchronize(device: str) -> None:
     """Wait for all queued work, so a clock read afterwards is honest."""
     k = kind(device)
+    if k == "cpu":
+        return
+    import torch
+
     if k == "cuda":
         torch.cuda.synchronize(device)
     elif k == "mps":
@@ -193,6 +219,8 @@ def profiler_activities(device: str) -> list:
 
 
 def autocast_dtype(device: str, configured: str) -> torch.dtype:
+    import torch
+
     return getattr(torch, spec(device).fixed_autocast or configured)
 
 
@@ -200,6 +228,8 @@ def name(device: str) -> str:
     """Human name of the device: GPU model, or 'Apple MPS', or the CPU model."""
     k = kind(device)
     if k == "cuda":
+        import torch
+
         return torch.cuda.get_device_name(device)
     if k == "mps":
         return "Apple MPS"
@@ -211,6 +241,8 @@ def accelerator(device: str) -> str:
     driver and CUDA version for cuda; empty on the cpu."""
     k = kind(device)
     if k == "cuda":
+        import torch
+
         gib = torch.cuda.get_device_properties(device).total_memory / 2**30
         return f"{name(device)}, {gib:.0f} GiB, driver {_driver()}, CUDA {torch.version.cuda}"
     return "" if spec(device).host else name(device)
@@ -228,6 +260,8 @@ def _driver() -> str:
 
 def runtime(device: str) -> dict:
     """Versions of the device's runtime libraries, for the environment record."""
+    import torch
+
     cuda = kind(device) == "cuda"
     return {"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if cuda else None}
 

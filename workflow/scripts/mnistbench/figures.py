@@ -27,7 +27,7 @@ from mnistbench import files, machines, uncertainty  # noqa: E402
 from mnistbench.aggregate import succeeded, usable  # noqa: E402
 from mnistbench.analysis import KEYS  # noqa: E402
 from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
-from mnistbench.modes import MODES  # noqa: E402
+from mnistbench.ladder import MODES  # noqa: E402
 from mnistbench.words import rate, times, with_ci  # noqa: E402
 
 # --- one look -----------------------------------------------------------------------------------

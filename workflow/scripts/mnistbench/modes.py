@@ -1,7 +1,7 @@
 """The mode ladder: one model, trained by implementations from the beginner's code to the fastest.
 
-Each mode is a class with the same small interface, registered in MODES, whose order is the
-ladder's order everywhere (grid, tables, legends, the ladder figure):
+Each mode is a class with the same small interface, named in the ladder's registry (ladder.py:
+names, order, device kinds) and found here as MODES[name]:
 
     mode = MODES[name](params, device, batch_size, loss=..., lr=...)
     mode.setup(batch)          # one-off cost (compile, graph capture, build), timed apart; must not train
@@ -15,7 +15,7 @@ and `kernel` at small batch sizes) yields that many steps' samples per item and 
 the host for `dataloader`); `perm` is the epoch's sample order. Every mode computes the true
 gradient of the mean loss over the batch, except `seed`, which reproduces the beginner's code,
 diagonal-only softmax derivative included. To add a mode: write its class here, register it in
-MODES, describe it in the docs (README.md, config/README.md: tests/test_docs.py checks them) and
+ladder.MODES, describe it in the docs (README.md, config/README.md: tests/test_docs.py checks them) and
 add it to the tests in tests/test_modes.py.
 """
 
@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mnistbench import devices, kernel, model
+from mnistbench import devices, kernel, ladder, model
 
 
 class Unsupported(Exception):
@@ -32,8 +32,6 @@ class Unsupported(Exception):
 
 
 class Mode:
-    kinds = None  # device kinds on which the mode can exist at all (None: every kind)
-    exact = True  # trains the float32 function; amp is the one that does not
     steps_per_call = 1  # training steps per call of step()
     host_data = False  # True: the data stays in host memory and each batch is copied (dataloader)
 
@@ -49,13 +47,6 @@ class Mode:
         n = len(perm) - len(perm) % self.batch_size  # whole batches only
         c = self.batch_size * self.steps_per_call
         return ((x[i : i + c], y[i : i + c], t[i : i + c]) for i in range(0, n, c))
-
-    @classmethod
-    def why_not(cls, device: str) -> str | None:
-        """Why this mode cannot exist on `device` (it is then left out of the grid), or None."""
-        if cls.kinds is not None and devices.kind(device) not in cls.kinds:
-            return f"runs only on {', '.join(cls.kinds)}"
-        return None
 
     def setup(self, batch):
         pass
@@ -333,9 +324,6 @@ class Compiled(Mode):
 class Amp(Module):
     """`module` under autocast: bf16 on cpu; on cuda fp16 with a GradScaler, or bf16 (config)."""
 
-    kinds = ("cpu", "cuda")
-    exact = False
-
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self.kind = devices.kind(self.device)
@@ -380,8 +368,6 @@ def capture(step, params: dict):
 class CudaGraph(Module):
     """The whole `module` step captured once as a CUDA graph and replayed: one launch per step."""
 
-    kinds = ("cuda",)
-
     def setup(self, batch):
         x, y, _ = batch
         self.sx, self.sy = x.clone(), y.clone()
@@ -402,8 +388,6 @@ class CudaGraph(Module):
 
 class Numpy(Mode):
     """Hand-written forward/backward in NumPy float32, preallocated buffers, in-place SGD."""
-
-    kinds = ("cpu",)
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -472,16 +456,7 @@ class Kernel(Mode):
     1 the kernel streams W1 once per sample, updating it for one sample while it computes the next
     sample's first layer with the updated weights."""
 
-    kinds = ("cpu",)
     ROWS_PER_CALL = 256
-
-    @classmethod
-    def why_not(cls, device):
-        reason = super().why_not(device)
-        if reason or kernel.compiler() is None:
-            return reason or "needs a C compiler (none found: install gcc or clang, or set CC)"
-        built = kernel.problem()  # a compiler that cannot build kernel.c leaves it out as well
-        return f"needs a C compiler that builds kernel.c ({built})" if built else None
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -519,20 +494,9 @@ class Persistent(Mode):
     summed on the GPU) is replayed as one CUDA graph. Up to LARGEST_LOOPED rows per step, setup
     times both on copies of the weights and keeps the faster."""
 
-    kinds = ("cuda",)
     STEPS_PER_CALL = 256
     LARGEST_LOOPED = 32  # the looped kernel takes a step's rows one after another
     TRIAL_STEPS = 64  # steps of each path timed in setup to choose between them
-
-    @classmethod
-    def why_not(cls, device):
-        reason = super().why_not(device)
-        if reason:
-            return reason
-        from mnistbench import persistent
-
-        ok, why = persistent.available()
-        return None if ok else f"needs Triton ({why})"
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -599,26 +563,5 @@ class Persistent(Mode):
         self.graph.replay()
 
 
-MODES = {
-    "seed": Seed,
-    "manual": Manual,
-    "autograd": Autograd,
-    "module": Module,
-    "dataloader": DataLoaderMode,
-    "compiled": Compiled,
-    "amp": Amp,
-    "cudagraph": CudaGraph,
-    "numpy": Numpy,
-    "kernel": Kernel,
-    "persistent": Persistent,
-}
-
-
-def why_not(mode: str, device: str) -> str | None:
-    """Why this device x mode pair cannot exist here (it is left out of the grid), or None."""
-    reason = MODES[mode].why_not(device)
-    return f"{mode} {reason}" if reason else None
-
-
-def exists(mode: str, device: str) -> bool:
-    return why_not(mode, device) is None
+# The implementation of every rung of the ladder, in its order.
+MODES = {name: globals()[rung.cls] for name, rung in ladder.MODES.items()}

@@ -32,7 +32,8 @@ from torch.profiler import profile
 
 from mnistbench import devices, runner
 from mnistbench.data import load_tensors
-from mnistbench.modes import MODES, Unsupported, exists
+from mnistbench.ladder import exists
+from mnistbench.modes import MODES, Unsupported
 
 PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]
 COLUMNS = (

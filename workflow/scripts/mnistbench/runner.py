@@ -1,76 +1,17 @@
 """One way to run a mode, shared by the train job, the profiler and the bench scripts: threads,
 building the mode from the config, its one-off setup, warm-up, the base of a result row, and the
-one-line form of a failure. Also what a run depends on: its settings and the code fingerprint.
+one-line form of a failure. (What a run depends on, its settings and code: depends.py.)
 """
 
-import hashlib
-import json
 import os
 import socket
-from pathlib import Path
 
 import torch
 
 from mnistbench import devices, env, model
-from mnistbench.modes import MODES, Unsupported, why_not
+from mnistbench.ladder import why_not
+from mnistbench.modes import MODES, Unsupported
 from mnistbench.timing import wall
-
-PACKAGE = Path(__file__).resolve().parent
-# Modules that only read finished runs: editing them must not retime anything (the figures and the
-# analysis rerun on their own). Every other source file of the package trains or times a run.
-READS_RESULTS = {
-    "aggregate.py",
-    "analysis.py",
-    "words.py",
-    "figures.py",
-    "profiling.py",
-    "synthetic.py",
-    "jobs.py",
-    "machines.py",
-}
-# Config keys a run's result depends on (nested keys with a dot). cpu_threads belongs to a host:
-# it may differ between merged machines; the others may not differ within one summary.
-SETTINGS = (
-    "epochs",
-    "train_samples",
-    "test_samples",
-    "warmup_steps",
-    "min_timed_s",
-    "seed",
-    "target_accuracy",
-    "retime",
-    "model.loss",
-    "model.init",
-    "model.lr",
-    "model.amp_dtype",
-    "quality.max_other_cpu",
-    "quality.max_busy_share",
-    "quality.max_spread",
-    "quality.min_timed_steps",
-)
-HOST_SETTINGS = ("cpu_threads",)
-
-
-def settings(cfg: dict) -> dict:
-    """The run's settings from the config, flat: {'epochs': 4, 'model.lr': 0.5, ...}."""
-    out = {}
-    for key in SETTINGS + HOST_SETTINGS:
-        v = cfg
-        for part in key.split("."):
-            v = v[part]
-        out[key] = v
-    return out
-
-
-def code_fingerprint() -> str:
-    """Hash of the source that trains and times a run (the package minus READS_RESULTS, and the
-    train job's script): it changes exactly when a run's code does."""
-    h = hashlib.sha256()
-    files = sorted(f for f in PACKAGE.iterdir() if f.suffix in (".py", ".c") and f.name not in READS_RESULTS)
-    for f in [*files, PACKAGE.parent / "train.py"]:
-        if f.exists():
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def seed_of(cfg: dict, repeat: int, epoch: int = 0) -> int:
@@ -138,7 +79,3 @@ def failure(e: Exception, batch_size: int) -> tuple[str, str]:
     if isinstance(e, torch.OutOfMemoryError):
         return "oom", f"out of memory at batch size {batch_size}: {text[:160]}"
     return ("oom" if "out of memory" in text.lower() else "error"), f"{type(e).__name__}: {text[:200]}"
-
-
-def settings_json(cfg: dict) -> str:
-    return json.dumps(settings(cfg), sort_keys=True)

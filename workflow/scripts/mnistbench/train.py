@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from mnistbench import BenchError, devices, env, model, quality, records, runner, timing, uncertainty
+from mnistbench import BenchError, depends, devices, env, model, quality, records, runner, timing, uncertainty
 from mnistbench.data import load_tensors
 from mnistbench.modes import MODES, Unsupported
 
@@ -77,10 +77,10 @@ def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat:
         init=m["init"],
         lr=m["lr"],
         seed=cfg["seed"],
-        settings=runner.settings_json(cfg),
-        code=runner.code_fingerprint(),
+        settings=depends.settings_json(cfg),
+        code=depends.code_fingerprint(),
     )
-    record = dict(environment=env.describe(device, threads, cfg), settings=runner.settings(cfg), row=row)
+    record = dict(environment=env.describe(device, threads, cfg), settings=depends.settings(cfg), row=row)
     record.update(epochs=[], step_times_s=[], attempts=[])
     try:
         status, message = _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log)

@@ -278,7 +278,7 @@ def check_request(req: dict, schema: dict) -> str | None:
     directory (the workflow's), its run settings of the schema's types and ranges."""
     import jsonschema
 
-    from mnistbench.modes import MODES
+    from mnistbench.ladder import MODES
 
     # Without a log_path, what the run prints is dropped.
     odd = (set(req) ^ REQUEST) - {"log_path"}
