@@ -18,7 +18,7 @@ import torch.utils.benchmark as benchmark
 from common import config
 from common import data as random_data
 from mnistbench import runner, timing
-from mnistbench.modes import MODES
+from mnistbench.ladder import MODES
 
 
 def main(argv=None):

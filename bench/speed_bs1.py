@@ -16,7 +16,7 @@ import argparse
 import torch
 from common import data, step_time
 from mnistbench import kernel
-from mnistbench.modes import MODES, exists
+from mnistbench.ladder import MODES, exists
 
 
 def main(argv=None):

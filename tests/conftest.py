@@ -21,10 +21,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 def pytest_collection_modifyitems(items):
     """`pytest -m fast`, the edit loop: every test that neither is marked slow nor runs Snakemake
-    on the loopback mirror (every pipeline test reads its data from `mirror`)."""
+    on the loopback mirror (every pipeline test reads its data from `mirror`).
+
+    The suite runs in parallel processes (pytest-xdist, `-n auto` in pytest.ini): the tests of the
+    shared pipeline `cpu_pipeline` are one xdist group, so that one process makes it once (and
+    they take turns editing its code). A module whose tests share another costly fixture marks
+    itself a group (`pytest.mark.xdist_group`)."""
     for item in items:
         if "slow" not in item.keywords and "mirror" not in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.fast)
+        if "cpu_pipeline" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("cpu_pipeline"))
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import closed_port, jobs, snakemake, tiny_config
+from conftest import closed_port, jobs, own_workdir, snakemake, tiny_config
 from mnistbench import BenchError, data, files, kernel, ladder, synthetic, worker
 from mnistbench.jobs import INTERRUPTED
 
@@ -158,14 +158,16 @@ def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatc
 def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, tmp_path, monkeypatch):
     url, md5 = mirror
     cfg = tiny_config(url, md5, modes=["module", "kernel"], batch_sizes=[64], epochs=1)
-    snakemake(tmp_path, cfg)
+    runs = ["results/runs/cpu/kernel/bs64/r0.csv", "results/runs/cpu/module/bs64/r0.csv"]
+    snakemake(tmp_path, cfg, *runs)
     monkeypatch.setenv("CC", "/bin/false")  # kernel pairs leave the grid; nothing else reruns
-    assert "train" not in jobs(snakemake(tmp_path, cfg, "-n"))
+    planned = jobs(snakemake(tmp_path, cfg, "-n"))
+    assert "aggregate" in planned and "train" not in planned
     other = tmp_path / "other-cc"
     other.write_text(f'#!/bin/sh\nexec {kernel.compiler()[0]} "$@"\n')
     other.chmod(0o755)
     monkeypatch.setenv("CC", str(other))  # another compiler: the kernel runs, and only they, rerun
-    proc = snakemake(tmp_path, cfg, "-n", "results/runs/cpu/kernel/bs64/r0.csv", "results/runs/cpu/module/bs64/r0.csv")
+    proc = snakemake(tmp_path, cfg, "-n", *runs)
     assert jobs(proc) == ["train"] and "cpu/kernel/bs64/r0.csv" in proc.stdout
 
 
@@ -196,26 +198,25 @@ def test_the_timed_slot_is_open_to_every_user_whatever_the_umask(tmp_path, monke
     assert lock.stat().st_mode & 0o777 == 0o666 and not worker.timed_slot_busy()
 
 
-def test_a_refused_aggregate_leaves_no_figures_or_fits_of_older_runs(mirror, tmp_path):
+def test_a_refused_aggregate_leaves_no_figures_or_fits_of_older_runs(cpu_pipeline, tmp_path):
     import pandas as pd
 
-    url, md5 = mirror
-    cfg = tiny_config(url, md5, modes=["module"], batch_sizes=[8, 64], epochs=1)
-    wd = tmp_path / "wd"
-    snakemake(wd, cfg)
+    repo, _, cfg, _ = cpu_pipeline
+    wd = own_workdir(cpu_pipeline, tmp_path)  # a finished run whose outputs this test may remove
     made = ["results/summary.md", "results/summary/fits.csv", "results/figures/ladder.png"]
     assert all((wd / f).exists() for f in made)
     # Another machine's runs, made with other settings.
     runs = pd.read_csv(wd / "results/summary/runs.csv")
     runs["host"] = "other-box"
-    runs["settings"] = [s.replace('"epochs": 1', '"epochs": 3') for s in runs["settings"]]
-    assert '"epochs": 3' in runs["settings"][0]
+    epochs = f'"epochs": {cfg["epochs"]}'
+    runs["settings"] = [s.replace(epochs, '"epochs": 99') for s in runs["settings"]]
+    assert '"epochs": 99' in runs["settings"][0]
     (tmp_path / "other").mkdir()
     runs.to_csv(tmp_path / "other/runs.csv", index=False)
-    proc = snakemake(wd, dict(cfg, merge_runs=[str(tmp_path / "other/runs.csv")]), check=False)
+    proc = snakemake(wd, dict(cfg, merge_runs=[str(tmp_path / "other/runs.csv")]), check=False, repo=repo)
     assert proc.returncode != 0
     (line,) = sorted({ln for ln in proc.stderr.splitlines() if ln.startswith("error:")})
     assert "different settings" in line and "`epochs` differs" in line
     assert not [f for f in made + ["results/summary/runs.csv"] if (wd / f).exists()]
-    snakemake(wd, cfg)  # without that machine, a plain rerun completes
-    assert all((wd / f).exists() for f in made)
+    rerun = snakemake(wd, cfg, repo=repo)  # without that machine, a plain rerun completes
+    assert all((wd / f).exists() for f in made) and "train" not in jobs(rerun)

@@ -59,7 +59,7 @@ SACCT_FIELDS = ["JobID", "JobName", "NodeList", "Partition", "State", "ExitCode"
 # Synthetic cuda runs for the two-machine analysis: a GPU of another node type.
 GPU_MACHINE = "Intel Xeon Platinum 8480+, 8 threads; NVIDIA A100-SXM4-40GB, 40 GiB, driver 550.54, CUDA 12.4; torch {}"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one cluster, one process
 
 
 # ------------------------------------------------------------------------------------ cluster ---
