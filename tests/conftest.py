@@ -2,8 +2,10 @@
 
 import collections
 import contextlib
+import fcntl
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -23,15 +25,30 @@ def pytest_collection_modifyitems(items):
     """`pytest -m fast`, the edit loop: every test that neither is marked slow nor runs Snakemake
     on the loopback mirror (every pipeline test reads its data from `mirror`).
 
-    The suite runs in parallel processes (pytest-xdist, `-n auto` in pytest.ini): the tests of the
-    shared pipeline `cpu_pipeline` are one xdist group, so that one process makes it once (and
-    they take turns editing its code). A module whose tests share another costly fixture marks
-    itself a group (`pytest.mark.xdist_group`)."""
+    The suite runs in parallel processes (pytest-xdist, `-n auto` in pytest.ini); the shared
+    pipeline (`cpu_pipeline`) is made once for all of them."""
     for item in items:
         if "slow" not in item.keywords and "mirror" not in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.fast)
-        if "cpu_pipeline" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("cpu_pipeline"))
+
+
+# Modules whose tests share what their module-scoped fixtures make (one cluster, one finished
+# pipeline, one run of the Triton interpreter): each runs whole in one test process.
+WHOLE_MODULES = {"test_slurm.py", "test_pipeline.py", "test_persistent.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's load balancing, test by test, except that a module of WHOLE_MODULES goes
+    to one process with all its tests."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return module if Path(module).name in WHOLE_MODULES else nodeid
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -145,19 +162,54 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
+def shared_folder(tmp_path_factory) -> Path:
+    """A folder every test process of this session sees: pytest's base temporary folder, or with
+    parallel processes (pytest-xdist) the folder that holds each process's own."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
-def cpu_pipeline(mirror, tmp_path_factory):
+def finished_pipeline(mirror, tmp_path_factory):
+    """The shared pipeline of `cpu_pipeline`, made once for the whole session: the first test
+    process that needs it makes it while holding a lock; the others wait and read what it made."""
+    root = shared_folder(tmp_path_factory)
+    made = root / "cpu_pipeline.json"
+    with open(root / "cpu_pipeline.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            url, md5 = mirror
+            repo, wd = copy_repo(root / "cpu_pipeline_repo"), root / "cpu_pipeline"
+            cfg = tiny_config(
+                url, md5, devices=["cpu"], modes=["manual", "module", "dataloader"], batch_sizes=[4, 16, 64]
+            )
+            proc = snakemake(wd, cfg, repo=repo)
+            snakemake(wd, cfg, "--report", "results/report.html", repo=repo)
+            run = dict(repo=str(repo), wd=str(wd), cfg=cfg, stdout=proc.stdout, stderr=proc.stderr)
+            made.write_text(json.dumps(run))
+    run = json.loads(made.read_text())
+    proc = subprocess.CompletedProcess([], 0, run["stdout"], run["stderr"])
+    return Path(run["repo"]), Path(run["wd"]), run["cfg"], proc, root / "cpu_pipeline.edits"
+
+
+@pytest.fixture
+def cpu_pipeline(finished_pipeline):
     """(repo, workdir, config, process): one finished pipeline with its report, cpu only, three
     modes and three batch sizes, from a copy of the workflow; shared by every test that reads or
-    replans a finished run. A test that edits its code restores it (`edited`); one that adds
-    results or changes outputs works in `own_workdir`."""
-    url, md5 = mirror
-    repo = copy_repo(tmp_path_factory.mktemp("repo"))
-    wd = tmp_path_factory.mktemp("cpu_pipeline")
-    cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual", "module", "dataloader"], batch_sizes=[4, 16, 64])
-    proc = snakemake(wd, cfg, repo=repo)
-    snakemake(wd, cfg, "--report", "results/report.html", repo=repo)
-    return repo, wd, cfg, proc
+    replans a finished run, in every test process. A test that edits its code restores it
+    (`edited`), while no other test uses the pipeline; one that adds results or changes outputs
+    works in `own_workdir`."""
+    global _readers
+    with open(finished_pipeline[4], "w") as readers:
+        fcntl.flock(readers, fcntl.LOCK_SH)  # taken by every test that uses it; an edit waits for them
+        _readers = readers
+        try:
+            yield finished_pipeline[:4]
+        finally:
+            _readers = None
+
+
+_readers = None  # this process's shared lock on the pipeline, while a test uses it
 
 
 def own_workdir(pipeline, dest: Path) -> Path:
@@ -172,6 +224,8 @@ def own_workdir(pipeline, dest: Path) -> Path:
 def edited(path: Path, addition: str):
     """`path` with `addition` at its end, then put back as it was, its file times included, so
     that the shared pipeline's workflow looks unchanged afterwards."""
+    if _readers is not None:  # the shared pipeline's code: only while no other test uses it
+        fcntl.flock(_readers, fcntl.LOCK_EX)
     before, times = path.read_bytes(), path.stat()
     try:
         path.write_bytes(before + addition.encode())
@@ -179,3 +233,5 @@ def edited(path: Path, addition: str):
     finally:
         path.write_bytes(before)
         os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+        if _readers is not None:
+            fcntl.flock(_readers, fcntl.LOCK_SH)

@@ -267,7 +267,7 @@ def run_copy(repo, wd, cfg, *args):
     return snakemake(wd, cfg, *args, repo=repo)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def small_run(cpu_pipeline):
     """The shared finished pipeline: cpu only, three modes and three batch sizes."""
     repo, wd, cfg, _ = cpu_pipeline

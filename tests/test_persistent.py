@@ -132,7 +132,6 @@ def results(tmp_path_factory):
 
 @needs_triton
 @pytest.mark.slow  # the interpreter subprocess, where there is no GPU
-@pytest.mark.xdist_group("persistent")  # one subprocess runs every case
 @pytest.mark.parametrize("c", CASES, ids=[c["id"] for c in CASES])
 def test_kernels_track_the_float64_reference(c, results):
     p0, ref = reference(c)

@@ -18,10 +18,6 @@ RUN_COLUMNS = (
 ALL_MODES = list(MODES)
 
 
-# The tests of one finished pipeline: one xdist group, so that one process makes it.
-pytestmark = pytest.mark.xdist_group("pipeline")
-
-
 @pytest.fixture(scope="module")
 def run(mirror, tmp_path_factory):
     url, md5 = mirror

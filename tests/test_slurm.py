@@ -35,7 +35,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPO, QuietHandler, tiny_config
+from conftest import REPO, QuietHandler, snakemake, tiny_config
 from mnistbench import analysis, machines, synthetic, words
 
 HARNESS = REPO / "tests" / "slurm" / "harness.sh"
@@ -59,7 +59,7 @@ SACCT_FIELDS = ["JobID", "JobName", "NodeList", "Partition", "State", "ExitCode"
 # Synthetic cuda runs for the two-machine analysis: a GPU of another node type.
 GPU_MACHINE = "Intel Xeon Platinum 8480+, 8 threads; NVIDIA A100-SXM4-40GB, 40 GiB, driver 550.54, CUDA 12.4; torch {}"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one cluster, one process
+pytestmark = pytest.mark.slow
 
 
 # ------------------------------------------------------------------------------------ cluster ---
@@ -305,18 +305,20 @@ def failed_run(cl: Cluster, wd: Path, started: Started, t0: str) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(cluster, node_mirror, tmp_path_factory):
-    """Every run the tests read, on one cluster; those that mostly wait for Slurm side by side.
+    """Every run the tests read, on one cluster, side by side: the Slurm runs mostly wait for
+    their jobs and for the plugin's status checks.
 
     - cpu: the whole pipeline, devices [cpu], through Slurm. Its timed jobs (train, profile) run
       side by side (`--resources timed_jobs=...`, the README's way of lifting the limit), each
       with a node of its own (slurm.exclusive): the repeats of a combination run on two nodes.
-    - local: the same config locally (`--cores 2`), beside the two runs below.
-    - cuda: in the cpu run's folder, only the cuda train jobs of one combination, once per GPU
-      model (slurm.gpu_models); preload's output is there, and mtime triggers keep the changed
-      `devices` from re-running preload.
+    - local: the same config locally (`--cores 2`).
+    - cuda: only the cuda train jobs of one combination, once per GPU model (slurm.gpu_models),
+      in a folder where a local run made the preloaded data first (and mtime triggers keep the
+      changed `devices` from re-running preload).
     - readme: README.md's Slurm example, run exactly as written from the repository's root, in a
-      copy of the cpu run's folder, with what a test must add: the folders, a config file with
-      the tiny grid, the mirror and two GPU models, and the 2 s first status check.
+      folder where a local run downloaded the data first, with what a test must add: the folders,
+      a config file with the tiny grid, the mirror and two GPU models, and the 2 s first status
+      check.
     """
     url, md5 = node_mirror
     cfg = tiny_config(
@@ -332,7 +334,8 @@ def runs(cluster, node_mirror, tmp_path_factory):
     # Not exclusive: a cuda job then leaves its node's other GPU to the README run's preload.
     two_models = dict(gpu_models=GPU_MODELS)
     logs = tmp_path_factory.mktemp("logs")
-    wd, local, readme_wd = (tmp_path_factory.mktemp(name) for name in ("slurm_cpu", "local_cpu", "readme"))
+    names = ("slurm_cpu", "local_cpu", "cuda", "readme")
+    wd, local, cuda_wd, readme_wd = (tmp_path_factory.mktemp(name) for name in names)
     started = []
 
     def start(name, cmd):
@@ -341,29 +344,26 @@ def runs(cluster, node_mirror, tmp_path_factory):
 
     try:
         t0 = since()
-        cmd = slurm_command(wd, cfg, "--resources", f"timed_jobs={TIMED_JOBS}")
-        rc, out = start("cpu", cmd).finish()
+        cpu = start("cpu", slurm_command(wd, cfg, "--resources", f"timed_jobs={TIMED_JOBS}"))
+        local_run = start("local", local_command(local, cfg))
+        # What the two failing runs start from, made locally.
+        snakemake(cuda_wd, cfg, "results/preload/mnist.pt")
+        snakemake(readme_wd, cfg, "download_mnist")
+        cuda_cfg = dict(cfg, devices=["cpu", "cuda"], slurm=two_models)
+        args = [*CUDA_TARGETS.values(), "--rerun-triggers", "mtime", "--resources", f"timed_jobs={len(GPU_MODELS)}"]
+        cuda = start("cuda", slurm_command(cuda_wd, cuda_cfg, *args, config_name="cuda.yaml"))
+        cmd = slurm_command(readme_wd, dict(cfg, slurm=two_models), config_name="readme.yaml", command=readme_command())
+        readme = start("readme", cmd)
+
+        rc, out = cpu.finish()
         assert rc == 0, f"snakemake via Slurm failed ({rc}):\n{out[-10000:]}\n{cluster.logs()}"
         planned = job_stats(out)
         jobs = cluster.final_jobs(run_id_of(out), t0, n=sum(planned.values()) - planned["all"])
-        # What the cluster wrote, read now: the cuda run below changes files in `wd`.
         tables = {name: pd.read_csv(wd / name) for name in result_files(wd) if name.endswith(".csv")}
-        cpu_run = dict(cfg=cfg, wd=wd, out=out, jobs=jobs, files=result_files(wd), tables=tables)
-        shutil.copytree(wd, readme_wd, symlinks=True, dirs_exist_ok=True)  # file times kept: nothing out of date
-
-        # The rest side by side: the Slurm runs mostly wait for their few jobs. (The local run
-        # starts only now: beside the cpu run it would slow that run's jobs past its status checks.)
-        local_run = start("local", local_command(local, cfg))
-        t0 = since()
-        cuda_cfg = dict(cfg, devices=["cpu", "cuda"], slurm=two_models)
-        args = [*CUDA_TARGETS.values(), "--rerun-triggers", "mtime", "--resources", f"timed_jobs={len(GPU_MODELS)}"]
-        cuda = start("cuda", slurm_command(wd, cuda_cfg, *args, config_name="cuda.yaml"))
-        cmd = slurm_command(readme_wd, dict(cfg, slurm=two_models), config_name="readme.yaml", command=readme_command())
-        readme = start("readme", cmd)
-        cuda_run, readme_run = failed_run(cluster, wd, cuda, t0), failed_run(cluster, readme_wd, readme, t0)
+        cpu_run = dict(cfg=cfg, wd=wd, out=out, jobs=jobs, files=result_files(wd), tables=tables, local=local)
+        cuda_run, readme_run = failed_run(cluster, cuda_wd, cuda, t0), failed_run(cluster, readme_wd, readme, t0)
         rc, out = local_run.finish()
         assert rc == 0, f"the local run failed ({rc}):\n{out[-10000:]}"
-        cpu_run["local"] = local
         print("seconds per run: " + ", ".join(f"{p.log.stem} {p.seconds:.0f}" for p in started))
         yield dict(cpu=cpu_run, cuda=cuda_run, readme=readme_run)
     finally:

@@ -21,7 +21,7 @@ def config_lines(proc) -> list:
     return [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("config key `")]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def finished(cpu_pipeline):
     """The shared finished run of the test data (tests that edit its code restore it)."""
     return cpu_pipeline

@@ -88,7 +88,9 @@ def long_run(tmp_path, monkeypatch):
 
 
 def worker_pid(log: Path, timeout=120) -> int:
-    """The worker's pid once the run's first epoch is logged (the worker writes the job's log)."""
+    """The pid of the worker serving this test's socket (tests in other processes run workers of
+    their own) once the run's first epoch is logged (the worker writes the job's log)."""
+    sock = str(log.parent / "w/w.sock").encode()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if log.exists() and "epoch 1/" in log.read_text():
@@ -98,7 +100,7 @@ def worker_pid(log: Path, timeout=120) -> int:
                         cmd = (p / "cmdline").read_bytes().split(b"\0")
                     except OSError:
                         continue
-                    if b"mnistbench.worker" in cmd and any(c.endswith(b"w.sock") for c in cmd):
+                    if b"mnistbench.worker" in cmd and sock in cmd:
                         return int(p.name)
         time.sleep(0.1)
     raise AssertionError(f"no worker trained: {log.read_text() if log.exists() else 'no log'}")

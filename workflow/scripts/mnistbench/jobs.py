@@ -46,7 +46,9 @@ def job(snakemake):
     """
     from mnistbench import BenchError, files
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too: a process started in the background by a shell (or by a parent that ignores
+    # it) inherits SIGINT ignored, and would then not stop on Ctrl-C.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop)
     path = snakemake.log[0] if snakemake.log else None
     f = open(path, "a", buffering=1) if path else None
