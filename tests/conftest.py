@@ -38,14 +38,6 @@ WHOLE_MODULES = {"test_slurm.py", "test_pipeline.py", "test_persistent.py"}
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: a test process per core, and one more. Much of a test's time is spent waiting
-    (for the machine's one timed-run slot, for subprocesses to start, for Slurm's status
-    checks), when a core would otherwise stand idle."""
-    return len(os.sched_getaffinity(0)) + 1
-
-
-@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's load balancing, test by test, except that a module of WHOLE_MODULES goes
     to one process with all its tests."""
