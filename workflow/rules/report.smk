@@ -81,6 +81,7 @@ rule analyse:
             str(PKG / "analysis.py"),
             str(PKG / "words.py"),
             str(PKG / "aggregate.py"),
+            str(PKG / "ladder.py"),
         ],
     output:
         **FIGURE_PAGES,
@@ -137,7 +138,7 @@ rule figures:
             str(PKG / "figures.py"),
             str(PKG / "words.py"),
             str(PKG / "devices.py"),
-            str(PKG / "modes.py"),
+            str(PKG / "ladder.py"),
         ],
     output:
         **FIGURE_OUTPUTS,
