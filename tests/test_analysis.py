@@ -4,13 +4,16 @@ pipeline's report, regenerated without retraining."""
 
 import math
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import edited, jobs, own_workdir, snakemake
-from mnistbench import aggregate, analysis, figures, profiling, records, words
+from conftest import REPO, edited, jobs, own_workdir, snakemake
+from mnistbench import aggregate, analysis, depends, figures, profiling, records, words
 
 GRID = [1, 4, 16, 64, 256, 1024, 4096]  # a batch-size step is a factor of 4
 CFG = dict(
@@ -392,3 +395,15 @@ def test_headline_when_every_run_at_the_smallest_batch_was_left_out():
     assert "no run at its smallest batch size is usable" in first
     assert "At batch 4096 the best is module" in first
     assert "## The headline" in words.summary_md(found, CFG, tables["environment"], tables)
+
+
+@pytest.mark.parametrize("module", ["aggregate", "analysis", "figures"])
+def test_an_analysis_rule_lists_every_package_module_its_script_runs(module):
+    """The analysis rules' code inputs (depends.sources, read from the source) hold every package
+    module that importing the script's module really loads: an edit of any of them reruns the rule."""
+    code = f"import sys, mnistbench.{module}; print(*sorted(m for m in sys.modules if m.startswith('mnistbench.')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO / "workflow/scripts")
+    assert proc.returncode == 0, proc.stderr
+    loaded = {m.split(".")[1] + ".py" for m in proc.stdout.split()}
+    listed = {Path(p).name for p in depends.sources(module)}
+    assert f"{module}.py" in loaded and loaded <= listed, sorted(loaded - listed)

@@ -5,7 +5,7 @@ import re
 
 import yaml
 from conftest import REPO
-from mnistbench import devices, figures, modes
+from mnistbench import catalog, devices, modes
 
 
 def backticked(text: str) -> list:
@@ -66,7 +66,7 @@ def test_every_config_key_is_documented_in_its_own_row_with_its_default():
 
 
 def test_every_figure_has_a_caption_and_a_category():
-    for name, f in figures.FIGURES.items():
+    for name, f in catalog.FIGURES.items():
         caption = REPO / "workflow/report" / f"{name}.rst"
         assert caption.exists(), f"figure {name} needs its caption {caption}"
         assert f"results/summary/report/{name}.rst" in caption.read_text()
@@ -76,7 +76,7 @@ def test_every_figure_has_a_caption_and_a_category():
 def test_the_readme_lists_every_figure_of_the_registry_in_its_order():
     readme = (REPO / "README.md").read_text()
     (row,) = [ln for ln in readme.splitlines() if ln.startswith("| 5 | `figures` |")]
-    assert backticked(row.split("|")[3]) == list(figures.FIGURES), (
+    assert backticked(row.split("|")[3]) == list(catalog.FIGURES), (
         "README.md's figures row names the registry, in order"
     )
 

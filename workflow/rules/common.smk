@@ -117,8 +117,9 @@ RUN_CODE = depends.code_fingerprint()
 config["warm_worker"] = config["warm_worker"] and not workflow.remote_exec
 
 
-# The package's modules, inputs of the analysis rules that import them: Snakemake's code trigger
-# sees only the thin script, so without them an edit to mnistbench/figures.py would rerun nothing.
+# The package's modules are inputs of the rules that import them (depends.sources for the analysis
+# rules): Snakemake's code trigger sees only the thin script, so without them an edit to
+# mnistbench/figures.py would rerun nothing.
 PKG = Path(workflow.basedir) / "workflow" / "scripts" / "mnistbench"
 
 

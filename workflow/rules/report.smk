@@ -3,13 +3,14 @@
 # an analysis reruns these rules and never a timed run:
 #   snakemake --cores all                      # after editing figures.py or a `figures` option
 #   snakemake --report results/report.html
-# The package modules are inputs of the rules that import them (PKG: common.smk).
+# The package modules a rule's script imports are its inputs (depends.sources).
 # Other machines' results/summary/runs.csv (their epochs/environment/transfer/profile tables
 # next to it come along), merged by host in `aggregate`.
-from mnistbench import figures as figs
+from mnistbench import catalog
 
 MERGE = config["merge_runs"]
-FIGURES = list(figs.FIGURES)  # the registry: name, category and label of every figure
+# The registry: name, category and label of every figure.
+FIGURES = list(catalog.FIGURES)
 FIGURE_OUTPUTS = {
     f.name: report(
         f"results/figures/{f.name}.png",
@@ -17,7 +18,7 @@ FIGURE_OUTPUTS = {
         category=f.category,
         labels={"type": "figure", "content": f.content},
     )
-    for f in figs.FIGURES.values()
+    for f in catalog.FIGURES.values()
 }
 # The text beside each figure (its caption includes it), written by `analyse`.
 FIGURE_PAGES = {f"rst_{name}": f"results/summary/report/{name}.rst" for name in FIGURES}
@@ -30,7 +31,7 @@ rule aggregate:
         transfer="results/preload/transfer.csv",
         profiles=expand("results/profile/{device}.csv", device=PROFILED),
         merged=MERGE,
-        code=[str(PKG / "aggregate.py"), str(PKG / "records.py")],
+        code=depends.sources("aggregate"),
     output:
         runs=report(
             "results/summary/runs.csv",
@@ -77,12 +78,7 @@ rule analyse:
         transfer="results/summary/transfer.csv",
         environment="results/summary/environment.csv",
         profile="results/summary/profile.csv",
-        code=[
-            str(PKG / "analysis.py"),
-            str(PKG / "words.py"),
-            str(PKG / "aggregate.py"),
-            str(PKG / "ladder.py"),
-        ],
+        code=depends.sources("analysis"),
     output:
         **FIGURE_PAGES,
         fits=report(
@@ -133,13 +129,8 @@ rule analyse:
 
 rule figures:
     input:
-        **{name: f"results/summary/{name}.csv" for name in figs.inputs()},
-        code=[
-            str(PKG / "figures.py"),
-            str(PKG / "words.py"),
-            str(PKG / "devices.py"),
-            str(PKG / "ladder.py"),
-        ],
+        **{name: f"results/summary/{name}.csv" for name in catalog.inputs()},
+        code=depends.sources("figures"),
     output:
         **FIGURE_OUTPUTS,
     log:

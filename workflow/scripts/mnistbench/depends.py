@@ -3,6 +3,7 @@ and as the record each run keeps: its settings from the config, and a fingerprin
 that trains and times it. Torch-free: the Snakefile computes both for every invocation.
 """
 
+import ast
 import hashlib
 import json
 from pathlib import Path
@@ -13,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parent
 READS_RESULTS = {
     "aggregate.py",
     "analysis.py",
+    "catalog.py",
     "words.py",
     "figures.py",
     "profiling.py",
@@ -67,3 +69,24 @@ def code_fingerprint() -> str:
 
 def settings_json(cfg: dict) -> str:
     return json.dumps(settings(cfg), sort_keys=True)
+
+
+def sources(*modules: str) -> list[str]:
+    """The package's source files that these modules run: each module's file and, transitively,
+    every package module it imports (read from the source, nothing is imported). The code inputs
+    of a rule whose script imports these modules, so that an edit of any of them reruns it."""
+    seen, todo = {}, list(modules)
+    while todo:
+        name = todo.pop()
+        path = PACKAGE / f"{name}.py"
+        if name in seen or not path.exists():
+            continue
+        seen[name] = str(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "mnistbench":
+                todo += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mnistbench."):
+                todo.append(node.module.split(".")[1])
+            elif isinstance(node, ast.Import):
+                todo += [a.name.split(".")[1] for a in node.names if a.name.startswith("mnistbench.")]
+    return sorted(seen.values())

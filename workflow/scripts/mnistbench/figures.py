@@ -1,17 +1,15 @@
 """Seaborn figures of the summary tables, and their registry.
 
 Each figure is a function that takes data frames and returns the figure (the tests read its axes,
-bars, lines and legend), registered with `@figure(...)`: the registry FIGURES drives the figure
-rule's outputs, the report's categories and the text pages beside each figure. To add a figure:
-its function here, registered, and its caption workflow/report/<name>.rst.
+bars, lines and legend), registered with `@draws`. The registry, catalog.FIGURES, drives the
+figure rule's outputs, the report's categories and the text pages beside each figure. To add a
+figure: its entry in catalog.py, its function here, and its caption workflow/report/<name>.rst.
 
 One look across figures: one colour and marker per mode and one per device (STYLE), legends and
 categories in ladder order, log axes labelled 1k, 10k, 1M, and a title that says the finding.
 Every figure must read well with only a cpu in the data and with several hosts merged in: panels
 exist only for data that exists, and a figure without any data says so in words.
 """
-
-from dataclasses import dataclass, field
 
 import matplotlib
 
@@ -26,6 +24,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, MaxNLocat
 from mnistbench import files, machines, uncertainty  # noqa: E402
 from mnistbench.aggregate import succeeded, usable  # noqa: E402
 from mnistbench.analysis import KEYS  # noqa: E402
+from mnistbench.catalog import FIGURES, inputs  # noqa: E402, F401
 from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
 from mnistbench.ladder import MODES  # noqa: E402
 from mnistbench.words import rate, times, with_ci  # noqa: E402
@@ -76,30 +75,15 @@ def palette_colors() -> list:
 # --- the registry -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Figure:
-    name: str
-    draw: object  # the function
-    inputs: tuple  # summary tables it reads, results/summary/<input>.csv, in argument order
-    category: str  # the report's section
-    content: str  # the report's label
-    options: tuple = field(default=())  # keyword options the rule passes (target, use)
+# The list of figures is catalog.FIGURES (read where matplotlib is not wanted); each is drawn by
+# the function of its name here, registered with @draws.
+DRAW = {}
 
 
-FIGURES: dict[str, Figure] = {}  # in the report's order
-
-
-def figure(category: str, content: str, inputs: tuple, options: tuple = ()):
-    def register(fn):
-        FIGURES[fn.__name__] = Figure(fn.__name__, fn, inputs, category, content, options)
-        return fn
-
-    return register
-
-
-def inputs() -> list[str]:
-    """Every summary table some figure reads."""
-    return list(dict.fromkeys(i for f in FIGURES.values() for i in f.inputs))
+def draws(fn):
+    assert fn.__name__ in FIGURES, f"{fn.__name__} is not a figure of catalog.py"
+    DRAW[fn.__name__] = fn
+    return fn
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -151,7 +135,7 @@ def host_device_panels(df) -> list:
 # 0 ------------------------------------------------------------------------------------------------
 
 
-@figure("Ladder", "the mode ladder per device", inputs=("ladder",))
+@draws
 def ladder(lad: pd.DataFrame) -> plt.Figure:
     """The ladder: samples/s of every rung, in ladder order, at the smallest and the largest batch
     size; each bar labelled with its factor over the beginner's code on its device. One row of
@@ -243,7 +227,7 @@ def ladder_finding(lad: pd.DataFrame) -> str:
 # 1 ------------------------------------------------------------------------------------------------
 
 
-@figure("Throughput", "samples/s vs batch size", inputs=("runs", "fits"), options=("use",))
+@draws
 def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figure:
     """samples/s against batch size, log-log; colour = device, marker = mode; median over the
     usable repeats with its 95 % interval (uncertainty.py) as a band, and the fitted B / (a + b·B) as a thin
@@ -351,7 +335,7 @@ def throughput_finding(ok: pd.DataFrame) -> str:
 # 2 ------------------------------------------------------------------------------------------------
 
 
-@figure("Speedup", "speedup heatmap", inputs=("speedup",))
+@draws
 def speedup(spd: pd.DataFrame) -> plt.Figure:
     """Heatmap of speedup (mode x batch size), one panel per host x accelerator over the cpu.
     With no accelerator in the data, each mode over the reference mode on the cpu instead, so a
@@ -397,7 +381,7 @@ def speedup(spd: pd.DataFrame) -> plt.Figure:
 # 3 ------------------------------------------------------------------------------------------------
 
 
-@figure("Breakdown", "step-time breakdown", inputs=("profile",))
+@draws
 def breakdown(prof: pd.DataFrame) -> plt.Figure:
     """Stacked bars: where a profiled step's time goes, per mode (ladder order, top to bottom), at
     the smallest and the largest batch size; one row of panels per host x device."""
@@ -442,7 +426,7 @@ def breakdown(prof: pd.DataFrame) -> plt.Figure:
 # 4 ------------------------------------------------------------------------------------------------
 
 
-@figure("Accuracy", "time to accuracy", inputs=("epochs", "runs"), options=("target", "use"))
+@draws
 def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",)) -> plt.Figure:
     """Test accuracy after each epoch against cumulative training time (time to accuracy): colour
     = mode, line style = device, one panel per batch size (and host); median over the repeats."""
@@ -493,7 +477,7 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",))
 # 5 ------------------------------------------------------------------------------------------------
 
 
-@figure("Data transfer", "copy bandwidth vs size", inputs=("transfer",))
+@draws
 def bandwidth(transfer: pd.DataFrame) -> plt.Figure:
     """Copy bandwidth against transfer size, log-log; colour = device (host · device when several
     hosts), line style = pinned or pageable memory. On the cpu, a host memcpy (the baseline)."""
@@ -535,7 +519,7 @@ def bandwidth(transfer: pd.DataFrame) -> plt.Figure:
 # 6 ------------------------------------------------------------------------------------------------
 
 
-@figure("Breakdown", "ops per step", inputs=("profile",))
+@draws
 def ops(prof: pd.DataFrame) -> plt.Figure:
     """Torch ops dispatched per training step (in the step + fetching the batch), per mode; a second
     row with kernel launches when an accelerator that launches kernels was profiled."""
@@ -615,6 +599,11 @@ def render(inp, out, dpi=110, style="whitegrid", target=None, use=("ok",), log=p
             if i not in tables:
                 t = pd.read_csv(inp[i])
                 tables[i] = machines.places(t) if i in ("runs", "epochs") else t  # as the analysis compares
-        fig = f.draw(*(tables[i] for i in f.inputs), **{o: options[o] for o in f.options})
+        fig = DRAW[name](*(tables[i] for i in f.inputs), **{o: options[o] for o in f.options})
         save(fig, out[name], dpi=dpi)
         log(f"wrote {out[name]}")
+
+
+_undrawn = [name for name in FIGURES if name not in DRAW]
+if _undrawn:
+    raise ImportError(f"figures of catalog.py with no function in figures.py: {', '.join(_undrawn)}")
