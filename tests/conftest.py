@@ -220,6 +220,18 @@ def own_workdir(pipeline, dest: Path) -> Path:
     return dest / "wd"
 
 
+@pytest.fixture
+def prepared(finished_pipeline, tmp_path):
+    """tmp_path as a working directory that holds the shared pipeline's downloaded and preloaded
+    data and nothing else (with Snakemake's records of them, file times kept): a test that trains
+    runs of its own, on the loopback mirror's data, starts there instead of downloading and
+    preloading again. Its config must name the same mirror data and devices (`tiny_config`)."""
+    src = finished_pipeline[1]
+    for part in ("results/data", "results/preload", ".snakemake/metadata"):
+        shutil.copytree(src / part, tmp_path / part, symlinks=True)
+    return tmp_path
+
+
 @contextlib.contextmanager
 def edited(path: Path, addition: str):
     """`path` with `addition` at its end, then put back as it was, its file times included, so

@@ -19,10 +19,10 @@ PKG = str(Path(data.__file__).parents[1])
 RUN = "results/runs/cpu/module/bs64/r0.csv"
 
 
-def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, tmp_path):
-    url, md5 = mirror
+def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, prepared):
+    url, md5, tmp_path = *mirror, prepared
     cfg = tiny_config(url, md5, modes=["module"], batch_sizes=[64], epochs=1)
-    snakemake(tmp_path, cfg, RUN)
+    assert "preload" not in jobs(snakemake(tmp_path, cfg, RUN))
     pt = tmp_path / "results/preload/mnist.pt"
     pt.write_bytes(pt.read_bytes()[: pt.stat().st_size // 2])
     # Read directly (as a job would): one line naming the file and the fix.
@@ -123,14 +123,13 @@ def test_a_signalled_job_says_interrupted_in_one_line(tmp_path, sig):
     assert "finished" not in (tmp_path / "job.log").read_text()
 
 
-def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, tmp_path):
+def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, prepared):
     """SIGINT to the Snakemake process only (not its process group): the running train job stops
     (its warm worker's run with it) and writes nothing; a plain rerun completes."""
-    url, md5 = mirror
+    url, md5, tmp_path = *mirror, prepared
     cfg = tiny_config(url, md5, modes=["seed"], batch_sizes=[1], train_samples=512, epochs=40)
     run = "results/runs/cpu/seed/bs1/r0.csv"
     log = tmp_path / "logs/train/cpu/seed/bs1_r0.log"
-    snakemake(tmp_path, cfg, "results/preload/mnist.pt")
     (tmp_path / "config.yaml").write_text(__import__("yaml").safe_dump(cfg))
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(PKG).parents[1] / "Snakefile")]
     cmd += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", run]
@@ -157,8 +156,8 @@ def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatc
 
 
 @pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler to build the kernel")
-def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, tmp_path, monkeypatch):
-    url, md5 = mirror
+def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, prepared, monkeypatch):
+    url, md5, tmp_path = *mirror, prepared
     cfg = tiny_config(url, md5, modes=["module", "kernel"], batch_sizes=[64], epochs=1)
     runs = ["results/runs/cpu/kernel/bs64/r0.csv", "results/runs/cpu/module/bs64/r0.csv"]
     snakemake(tmp_path, cfg, *runs)

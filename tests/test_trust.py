@@ -338,22 +338,22 @@ def test_the_profile_job_prints_no_cuda_probe_error(finished):
 # --- progress and worker output ------------------------------------------------------------------
 
 
-def test_warm_worker_no_trains_in_the_job(finished, mirror, tmp_path):
+def test_warm_worker_no_trains_in_the_job(finished, mirror, prepared):
     """Every train job of the finished run handed its run to a warm worker; with warm_worker=No
     (an ordinary way to write false) the job trains in its own process."""
     _, _, _, done = finished
     assert (done.stdout + done.stderr).count("(warm worker)") == n_runs(finished[2])
     url, md5 = mirror
     cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual"], batch_sizes=[64])
-    proc = snakemake(tmp_path, cfg, "results/runs/cpu/manual/bs64/r0.csv", "--config", "warm_worker=No")
-    assert "(warm worker)" not in proc.stderr
-    (row,) = pd.read_csv(tmp_path / "results/runs/cpu/manual/bs64/r0.csv").to_dict("records")
+    proc = snakemake(prepared, cfg, "results/runs/cpu/manual/bs64/r0.csv", "--config", "warm_worker=No")
+    assert jobs(proc) == ["train"] and "(warm worker)" not in proc.stderr
+    (row,) = pd.read_csv(prepared / "results/runs/cpu/manual/bs64/r0.csv").to_dict("records")
     assert row["status"] == "ok"
 
 
-def test_what_a_mode_prints_reaches_the_job_log(mirror, tmp_path):
+def test_what_a_mode_prints_reaches_the_job_log(mirror, prepared):
     """The warm worker's output (a mode's print, C code's output) goes to the job's log."""
-    url, md5 = mirror
+    url, md5, tmp_path = *mirror, prepared
     repo = copy_repo(tmp_path / "repo")
     code = repo / "workflow/scripts/mnistbench/modes.py"
     text = code.read_text()
@@ -370,6 +370,6 @@ def test_what_a_mode_prints_reaches_the_job_log(mirror, tmp_path):
         )
     )
     cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual"], batch_sizes=[64])
-    snakemake(tmp_path / "wd", cfg, "results/runs/cpu/manual/bs64/r0.csv", repo=repo)
-    log = (tmp_path / "wd/logs/train/cpu/manual/bs64_r0.log").read_text()
+    assert jobs(snakemake(tmp_path, cfg, "results/runs/cpu/manual/bs64/r0.csv", repo=repo)) == ["train"]
+    log = (tmp_path / "logs/train/cpu/manual/bs64_r0.log").read_text()
     assert "hello from the manual mode" in log and "epoch 2/2" in log
