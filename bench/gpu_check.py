@@ -44,6 +44,7 @@ QUICK = dict(
     epochs=1,
     train_samples=256,
     test_samples=64,
+    min_timed_s=0.05,
     retime=0,  # no wait for a busy machine (a test's) to settle
     data=(300, 64),
 )
