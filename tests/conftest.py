@@ -32,6 +32,19 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.fast)
 
 
+def pytest_configure(config):
+    """Each test process trains under its own timed-run slot (worker.timed_slot): the slot keeps a
+    machine's timed runs apart so that their timings are comparable, and the tests compare none
+    across processes; one slot for the whole suite would make the processes wait on each other."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    os.environ["MNISTBENCH_TIMED_SLOT"] = f"/tmp/mnistbench-timed-test-{os.getuid()}-{os.getpid()}-{name}.lock"
+
+
+def pytest_unconfigure(config):
+    with contextlib.suppress(OSError):
+        os.unlink(os.environ["MNISTBENCH_TIMED_SLOT"])
+
+
 # Modules whose tests share what their module-scoped fixtures make (one cluster, one finished
 # pipeline, one run of the Triton interpreter): each runs whole in one test process.
 WHOLE_MODULES = {"test_slurm.py", "test_pipeline.py", "test_persistent.py"}
