@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import make_tensors
 from mnistbench import BenchError, data, synthetic, train, worker
 
 # Each test starts worker processes (torch imported, a socket served) and waits for them: seconds
@@ -139,28 +140,45 @@ def test_a_killed_worker_gives_the_job_one_line(long_run):
     assert len(lines) == 1 and lines[0].startswith("error: the training worker (pid") and "ended" in lines[0], err
 
 
-@pytest.fixture
-def served(tensors, tmp_path, monkeypatch):
-    """A worker that served one run, started under umask 000 (the worst a user may have): the
-    request and the socket path."""
-    monkeypatch.chdir(tmp_path)
+def serve_one(folder: Path, tensors: str):
+    """A worker that served one run, started in `folder` (its working directory, which the
+    request's files lie in) under umask 000 (the worst a user may have): the request and the
+    socket path."""
     old = os.umask(0)
     try:
-        cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1)
-        req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=0)
-        req["log_path"] = str(tmp_path / "job.log")
-        worker.train(req, "w/w.sock")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(folder)  # the socket path is relative, as in the workflow
+            cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1)
+            req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=0)
+            req["log_path"] = str(folder / "job.log")
+            worker.train(req, "w/w.sock")
     finally:
         os.umask(old)
-    return req, tmp_path / "w/w.sock"
+    return req, folder / "w/w.sock"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One worker for the tests that only send it requests (it serves one at a time): starting a
+    worker costs seconds. Each such test works in its folder, so that a worker started again
+    (after IDLE_S without work) has the same working directory."""
+    folder = tmp_path_factory.mktemp("served")
+    return serve_one(folder, str(make_tensors(folder, 96, 32)))
+
+
+@pytest.fixture
+def served_alone(tensors, tmp_path):
+    """A worker of this test's own, started under umask 000 for sure (`served` may have been
+    started again since), whose folder's permissions the test may change."""
+    return serve_one(tmp_path, tensors)
 
 
 def mode_of(path) -> int:
     return os.stat(path).st_mode & 0o777
 
 
-def test_the_socket_and_its_key_are_private_whatever_the_umask(served):
-    _, sock = served
+def test_the_socket_and_its_key_are_private_whatever_the_umask(served_alone):
+    _, sock = served_alone
     assert mode_of(sock.parent) == 0o700 and mode_of(sock) == 0o600 and mode_of(sock.parent / "authkey") == 0o600
 
 
@@ -175,8 +193,9 @@ def test_the_socket_and_its_key_are_private_whatever_the_umask(served):
         (dict(extra=1), "extra"),
     ],
 )
-def test_a_bad_request_is_refused_in_one_line_and_the_worker_stays(served, change, why):
+def test_a_bad_request_is_refused_in_one_line_and_the_worker_stays(served, change, why, monkeypatch):
     req, sock = served
+    monkeypatch.chdir(sock.parents[1])
     bad = dict(req, cfg=dict(req["cfg"]))
     for k, v in change.items():
         if k.startswith("cfg_"):
@@ -202,13 +221,14 @@ except Exception as e:
 """
 
 
-def test_another_local_user_cannot_reach_the_worker_or_have_it_open_a_file(served, tmp_path):
+def test_another_local_user_cannot_reach_the_worker_or_have_it_open_a_file(served_alone, tmp_path, monkeypatch):
     if os.getuid() != 0:
         pytest.skip("running a client as another user needs root (to switch to uid 65534)")
     python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else None
     if python is None:
         pytest.skip("no system python3 for the other user's client")
-    req, sock = served
+    req, sock = served_alone
+    monkeypatch.chdir(tmp_path)
     key = (sock.parent / "authkey").read_bytes().hex()
     target = tmp_path / "private" / "planted.txt"
     target.parent.mkdir(mode=0o700)
