@@ -8,7 +8,7 @@ import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from mnistbench import analysis, figures, words
+from mnistbench import analysis, catalog, figures, words
 from mnistbench.modes import MODES as LADDER
 from test_analysis import GRID, synthetic_runs, transfer_table
 
@@ -284,12 +284,12 @@ def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatc
         "profile": profile_for(),
         "ladder": analysis.ladder(ladder_runs()),
     }
-    assert set(figures.inputs()) <= set(tables), "a figure reads a table this test does not build"
+    assert set(catalog.inputs()) <= set(tables), "a figure reads a table this test does not build"
     inp = {}
-    for name in figures.inputs():
+    for name in catalog.inputs():
         inp[name] = tmp_path / f"{name}.csv"
         tables[name].to_csv(inp[name], index=False)
-    out = {name: tmp_path / f"{name}.png" for name in figures.FIGURES}
+    out = {name: tmp_path / f"{name}.png" for name in catalog.FIGURES}
     drawn, save = {}, figures.save
 
     def keep(fig, path, dpi):  # the figure as render() drew it, then saved as render() saves it
@@ -298,7 +298,7 @@ def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatc
 
     monkeypatch.setattr(figures, "save", keep)
     figures.render(inp, out, dpi=40, target=0.9, log=lambda m: None)
-    assert list(drawn) == list(figures.FIGURES)  # each once, in the registry's order
+    assert list(drawn) == list(catalog.FIGURES)  # each once, in the registry's order
     for name, fig in drawn.items():
         assert not is_note(fig), f"{name} found nothing to plot"
         panels = [ax for ax in fig.axes if ax.get_xlabel() or ax.get_ylabel()]

@@ -1,4 +1,4 @@
-"""Seaborn figures of the summary tables, and their registry.
+"""Seaborn figures of the summary tables: one drawing function per entry of catalog.FIGURES.
 
 Each figure is a function that takes data frames and returns the figure (the tests read its axes,
 bars, lines and legend), registered with `@draws`. The registry, catalog.FIGURES, drives the
@@ -24,7 +24,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, MaxNLocat
 from mnistbench import files, machines, uncertainty  # noqa: E402
 from mnistbench.aggregate import succeeded, usable  # noqa: E402
 from mnistbench.analysis import KEYS  # noqa: E402
-from mnistbench.catalog import FIGURES, inputs  # noqa: E402, F401
+from mnistbench.catalog import FIGURES  # noqa: E402
 from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
 from mnistbench.ladder import MODES  # noqa: E402
 from mnistbench.words import rate, times, with_ci  # noqa: E402
@@ -72,7 +72,7 @@ def palette_colors() -> list:
     return list(MODE_COLOR.values()) + [device_color(d) for d in devices] + list(PHASE_COLOR.values())
 
 
-# --- the registry -------------------------------------------------------------------------------
+# --- the drawing functions ---------------------------------------------------------------------
 
 
 # The list of figures is catalog.FIGURES (read where matplotlib is not wanted); each is drawn by
@@ -81,7 +81,8 @@ DRAW = {}
 
 
 def draws(fn):
-    assert fn.__name__ in FIGURES, f"{fn.__name__} is not a figure of catalog.py"
+    if fn.__name__ not in FIGURES:
+        raise ImportError(f"figures.py draws {fn.__name__}, which is not a figure of catalog.py")
     DRAW[fn.__name__] = fn
     return fn
 
