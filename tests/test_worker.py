@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -257,3 +258,31 @@ def test_another_local_user_cannot_reach_the_worker_or_have_it_open_a_file(serve
     row, _ = worker.train(req, str(sock))  # still up, and only its owner's jobs run
     assert row["status"] == "ok"
     assert mode_of(sock.parent) == 0o700
+
+
+def test_an_idle_worker_stays_while_runs_are_timed_and_leaves_after_idle_s_without(tmp_path, monkeypatch):
+    """Gaps between the runs of other workers are not idleness: a worker that left in them would
+    make its next job pay for a new worker. IDLE_S without any timed run on the machine is."""
+    monkeypatch.setattr(worker, "IDLE_S", 3)
+    left = []
+
+    def leave(self, status):
+        left.append(time.monotonic())
+        threading.Event().wait()  # the watching thread stops here, as the worker would exit
+
+    monkeypatch.setattr(worker._Idle, "leave", leave)
+    sock = tmp_path / "w.sock"
+    sock.touch()
+    start = time.monotonic()
+    worker._Idle(str(sock))
+    with worker.timed_slot(log=lambda m: None):  # another worker's run, longer than IDLE_S
+        time.sleep(4)
+    time.sleep(1.5)  # the gap before the next run: the worker was idle 5.5 s, but not the machine
+    with worker.timed_slot(log=lambda m: None):
+        time.sleep(1)
+    assert not left
+    released = time.monotonic()
+    while not left and time.monotonic() - released < 10:
+        time.sleep(0.2)
+    # The machine was last seen busy at most a check (1 s) before the release.
+    assert left and 2 <= left[0] - released <= 5.5, (start, released, left)

@@ -4,7 +4,7 @@ Each local `train` job is a short client (standard library only): it asks a work
 combination and writes the returned row and record itself. A worker imports torch once, serves
 one request at a time, resets torch.compile's in-memory state before each run (each run
 compiles; inductor's disk cache stays, as for a user's second run) and exits after `IDLE_S`
-seconds without work, when its code changed, or after a CUDA error (which can leave the
+seconds in which no timed run held the machine, when its code changed, or after a CUDA error (which can leave the
 process's CUDA context broken for good).
 
 - Repeats are independent measurements: each repeat index has its own worker process, so the
@@ -313,9 +313,11 @@ def _load_schema() -> dict:
 
 
 class _Idle:
-    """Ends the worker after IDLE_S seconds without work, unless another worker is timing a run
-    now: then exiting (tearing down torch) would disturb it; this repeat's next job is likely
-    coming. The socket goes first, so a job arriving meanwhile starts a new worker."""
+    """Ends the worker after IDLE_S seconds in which no timed run held this machine. While other
+    workers time runs, this repeat's next job is likely coming, and exiting (tearing down torch)
+    would disturb the run being timed; the short gaps between two runs do not count as idle, or
+    every worker would leave (and its next job pay for a new one) while the others' runs go on.
+    The socket goes first, so a job arriving meanwhile starts a new worker."""
 
     def __init__(self, sock_path: str):
         self.sock_path, self.inode = sock_path, os.stat(sock_path).st_ino
@@ -332,7 +334,9 @@ class _Idle:
         while True:
             time.sleep(1)
             with self.lock:
-                if time.monotonic() - self.last > IDLE_S and not timed_slot_busy():
+                if timed_slot_busy():
+                    self.last = time.monotonic()
+                elif time.monotonic() - self.last > IDLE_S:
                     self.leave(0)
 
     def leave(self, status: int):
