@@ -206,6 +206,15 @@ def test_cpu_only_states_overhead_per_sample_cost_and_dataloader_share():
     for mode in ("module", "dataloader", "seed"):
         assert f"     - {mode}\n" in answer  # a row of the fits table for every mode
     assert "50 µs" in answer and "1 µs" in answer  # module's a and b, as fitted
+    # The fixed cost, the cost per sample and the batch size below which the fixed cost is more
+    # than half a step (a / b = 50), each with its interval from the same resamples.
+    (line,) = [ln for ln in found["h1"] if ln.startswith("For module on cpu")]
+    quoted = re.findall(r"([\d.,]+)(?: µs)? \(([\d.,]+)–([\d.,]+)(?: µs)?\)", line)
+    assert len(quoted) == 3, line
+    lo, hi = (float(v.replace(",", "")) for v in quoted[2][1:])
+    assert lo <= 50 <= hi, line
+    fit = tables["fits"].set_index("mode").loc["module"]
+    assert fit.overhead_bound_below_lo <= fit.overhead_bound_below <= fit.overhead_bound_below_hi
 
 
 def test_bandwidth_pinned_vs_pageable():

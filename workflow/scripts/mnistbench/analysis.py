@@ -173,6 +173,8 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.Da
         a, b = f.pop("a"), f.pop("b")
         ra, rb = fit_reps.get((host, device, mode), (np.full(1, math.nan), np.full(1, math.nan)))
         (a_lo, a_hi), (b_lo, b_hi) = uncertainty.interval(ra * 1e6), uncertainty.interval(rb * 1e6)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a replicate with b <= 0 never ends
+            bound_lo, bound_hi = uncertainty.interval(np.where(rb > 0, ra / rb, np.where(ra > 0, math.inf, math.nan)))
         rows.append(
             dict(
                 host=host,
@@ -187,6 +189,8 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.Da
                 b_us_hi=b_hi,
                 # Below this batch size the fixed cost is more than half of a step.
                 overhead_bound_below=a / b if b > 0 else math.inf if a > 0 else math.nan,
+                overhead_bound_below_lo=bound_lo,
+                overhead_bound_below_hi=bound_hi,
                 **f,
             )
         )
@@ -202,6 +206,8 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.Da
         "b_us_lo",
         "b_us_hi",
         "overhead_bound_below",
+        "overhead_bound_below_lo",
+        "overhead_bound_below_hi",
         "n_points",
         "n_batch_sizes",
         "batch_sizes",

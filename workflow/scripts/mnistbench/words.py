@@ -236,26 +236,33 @@ def fixed_cost(f: pd.DataFrame, host, device) -> list[str]:
     if f.empty:
         return [f"On {host}, {device}: no fit is trustworthy (too few batch sizes or noisy timings); see fits.csv."]
     lo, hi = f.loc[f["a_us"].idxmin()], f.loc[f["a_us"].idxmax()]
+    b_lo, b_hi = f.loc[f["b_us"].idxmin()], f.loc[f["b_us"].idxmax()]
     if len(f) == 1:
         lines = [
             f"On {host}, {device}: a step of {lo['mode']} (the one mode with a trustworthy fit) costs a fixed "
-            f"{us(lo['a_us'])} whatever the batch, plus {us(lo['b_us'])} per sample."
+            f"{fitted(lo, 'a_us', us)} whatever the batch, plus {fitted(lo, 'b_us', us)} per sample."
         ]
     else:
         lines = [
-            f"On {host}, {device}: a step costs a fixed {us(lo['a_us'])} ({lo['mode']}) to {us(hi['a_us'])} "
-            f"({hi['mode']}) whatever the batch, plus {us(f['b_us'].min())} to {us(f['b_us'].max())} per sample, "
-            "so at small batches a step is paid in overhead, not arithmetic."
+            f"On {host}, {device}: a step costs a fixed {fitted(lo, 'a_us', us)} ({lo['mode']}) to "
+            f"{fitted(hi, 'a_us', us)} ({hi['mode']}) whatever the batch, plus {fitted(b_lo, 'b_us', us)} "
+            f"({b_lo['mode']}) to {fitted(b_hi, 'b_us', us)} ({b_hi['mode']}) per sample, so at small batches "
+            "a step is paid in overhead, not arithmetic."
         ]
     ref = f[f["mode"] == "module"]
     if len(ref):
         r = ref.iloc[0]
         lines.append(
-            f"For module on {device}, the fixed cost ({us(r['a_us'])}) outweighs the per-sample "
-            f"cost ({us(r['b_us'])}) below batch size {bs(r['overhead_bound_below'])}: "
+            f"For module on {device}, the fixed cost ({fitted(r, 'a_us', us)}) outweighs the per-sample "
+            f"cost ({fitted(r, 'b_us', us)}) below batch size {fitted(r, 'overhead_bound_below', bs)}: "
             "there the step waits on overhead, not arithmetic."
         )
     return lines
+
+
+def fitted(r, key: str, fmt) -> str:
+    """A number of fits.csv with its interval (the `_lo`/`_hi` columns beside it)."""
+    return with_ci(r[key], r.get(f"{key}_lo"), r.get(f"{key}_hi"), fmt)
 
 
 def crossing(c) -> str:
