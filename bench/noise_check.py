@@ -16,7 +16,6 @@ stretches of at least that long).
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,14 +55,6 @@ QUICK = dict(
     min_timed_s=0.05,
     retime=0,
 )
-
-
-def with_data_of(first: Path, wd: Path) -> Path:
-    """wd, holding the raw MNIST files the first grid downloaded and verified (file times kept, so
-    Snakemake finds them up to date): the grids compare training, and the same download again would
-    only add to the wall time."""
-    shutil.copytree(first / "results/data", wd / "results/data")
-    return wd
 
 
 def pipeline(wd: Path, cfg: dict, extra: list, on_progress=None) -> float:
@@ -147,7 +138,9 @@ def main(argv=None):
         if hog and "end" not in hog and all(p.poll() is not None for p in hog["procs"]):
             hog["end"] = time.time()
 
-    disturbed_s = pipeline(with_data_of(wd / "quiet", wd / "disturbed"), cfg, a.config, on_progress=maybe_hog)
+    disturbed_s = pipeline(
+        run_workflow.with_data_of(wd / "quiet", wd / "disturbed"), cfg, a.config, on_progress=maybe_hog
+    )
     if not hog:
         sys.exit(
             f"error: the disturbed grid finished before {a.hog_after:.0%} of its runs: no hog ran; lower --hog-after"
@@ -172,7 +165,7 @@ def main(argv=None):
     # The same grid once more on the quiet machine: how far two grids differ with no hog at all
     # (a VM's memory bandwidth and clock drift between grids, and processes differ), the scale
     # against which the disturbed grid's differences are read.
-    again_s = pipeline(with_data_of(wd / "quiet", wd / "quiet-again"), cfg, a.config)
+    again_s = pipeline(run_workflow.with_data_of(wd / "quiet", wd / "quiet-again"), cfg, a.config)
     print(f"the quiet grid again, {again_s:.0f} s:")
     drift = compare_fits(wd / "quiet", wd / "quiet-again", "again")
     print(memcpy_check(wd / "quiet"))
