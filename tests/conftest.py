@@ -51,18 +51,6 @@ WHOLE_MODULES = {"test_slurm.py", "test_pipeline.py", "test_persistent.py"}
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: two test processes per core for the whole suite, whose slow tests spend much of
-    their time waiting on other processes (a pipeline's jobs one after another, a warm worker's
-    start, a cluster's status checks): with one per core the cores sat idle part of the time.
-    The fast tests (`-m fast`) wait on nothing: one per core, as more would only add start-ups.
-    On the 2-core machine: the whole suite 12m47s with 2 processes, 10m58s with 4; the fast
-    tests 41 s with 2, 59 s with 4."""
-    per_core = 1 if config.getoption("markexpr") == "fast" else 2
-    return per_core * len(os.sched_getaffinity(0))
-
-
-@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's load balancing, test by test, except that a module of WHOLE_MODULES goes
     to one process with all its tests."""
