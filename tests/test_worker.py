@@ -273,7 +273,6 @@ def test_an_idle_worker_stays_while_runs_are_timed_and_leaves_after_idle_s_witho
     monkeypatch.setattr(worker._Idle, "leave", leave)
     sock = tmp_path / "w.sock"
     sock.touch()
-    start = time.monotonic()
     worker._Idle(str(sock))
     with worker.timed_slot(log=lambda m: None):  # another worker's run, longer than IDLE_S
         time.sleep(4)
@@ -285,4 +284,4 @@ def test_an_idle_worker_stays_while_runs_are_timed_and_leaves_after_idle_s_witho
     while not left and time.monotonic() - released < 10:
         time.sleep(0.2)
     # The machine was last seen busy at most a check (1 s) before the release.
-    assert left and 2 <= left[0] - released <= 5.5, (start, released, left)
+    assert left and 2 <= left[0] - released <= 5.5, (released, left)
