@@ -236,13 +236,13 @@ def fixed_cost(f: pd.DataFrame, host, device) -> list[str]:
     if f.empty:
         return [f"On {host}, {device}: no fit is trustworthy (too few batch sizes or noisy timings); see fits.csv."]
     lo, hi = f.loc[f["a_us"].idxmin()], f.loc[f["a_us"].idxmax()]
-    b_lo, b_hi = f.loc[f["b_us"].idxmin()], f.loc[f["b_us"].idxmax()]
     if len(f) == 1:
         lines = [
             f"On {host}, {device}: a step of {lo['mode']} (the one mode with a trustworthy fit) costs a fixed "
             f"{fitted(lo, 'a_us', us)} whatever the batch, plus {fitted(lo, 'b_us', us)} per sample."
         ]
     else:
+        b_lo, b_hi = f.loc[f["b_us"].idxmin()], f.loc[f["b_us"].idxmax()]
         lines = [
             f"On {host}, {device}: a step costs a fixed {fitted(lo, 'a_us', us)} ({lo['mode']}) to "
             f"{fitted(hi, 'a_us', us)} ({hi['mode']}) whatever the batch, plus {fitted(b_lo, 'b_us', us)} "

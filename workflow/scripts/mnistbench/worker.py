@@ -4,8 +4,8 @@ Each local `train` job is a short client (standard library only): it asks a work
 combination and writes the returned row and record itself. A worker imports torch once, serves
 one request at a time, resets torch.compile's in-memory state before each run (each run
 compiles; inductor's disk cache stays, as for a user's second run) and exits after `IDLE_S`
-seconds in which no timed run held the machine, when its code changed, or after a CUDA error (which can leave the
-process's CUDA context broken for good).
+seconds in which no timed run held the machine, when its code changed, or after a CUDA error
+(which can leave the process's CUDA context broken for good).
 
 - Repeats are independent measurements: each repeat index has its own worker process, so the
   spread between repeats includes what differs between processes (memory layout, allocator,
