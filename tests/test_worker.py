@@ -8,11 +8,12 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from conftest import make_tensors
-from mnistbench import BenchError, data, synthetic, train, worker
+from mnistbench import BenchError, data, profiling, synthetic, train, worker
 
 # Each test starts worker processes (torch imported, a socket served) and waits for them: seconds
 # apiece, so they stay out of the edit loop (`pytest -m fast`).
@@ -32,7 +33,9 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
     log = tmp_path / "job.log"
     req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=1, log_path=str(log))
-    row, record = worker.train(req, "w/w.sock")
+    row, record = worker.train(req, "w/w.sock", siblings=["w/v.sock"])
+    # The other repeat's worker started with this one and listened before this run was timed.
+    assert os.stat("w/v.sock").st_mtime < datetime.fromisoformat(row["start_utc"]).timestamp()
     local, _ = train.train(cfg, tensors, "cpu", "module", 8, 1, log=lambda m: None)
     assert row["status"] == "ok" and row["final_loss"] == pytest.approx(local["final_loss"], abs=1e-6)
     assert len(record["step_times_s"]) == row["steps"] and record["environment"]["threads"] == row["threads"]
@@ -41,6 +44,12 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
         worker.train(dict(req, device="cuda:7"), "w/w.sock")
     # One worker served both requests and is still up for the next job.
     assert os.path.exists("w/w.sock")
+
+
+def test_workers_started_together_all_listen_when_it_returns(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    worker.start_together(["w/a.sock", "w/b.sock"])
+    assert os.path.exists("w/a.sock") and os.path.exists("w/b.sock")
 
 
 def test_a_cuda_error_retires_the_worker_and_nothing_else_does():
@@ -208,6 +217,20 @@ def test_a_bad_request_is_refused_in_one_line_and_the_worker_stays(served, chang
     assert not os.path.exists("/etc/mnistbench-owned.log")
     row, _ = worker.train(req, str(sock))  # the same worker serves the next job
     assert row["status"] == "ok"
+
+
+def test_the_worker_profiles_what_an_in_process_profile_does(served, monkeypatch):
+    req, sock = served
+    monkeypatch.chdir(sock.parents[1])
+    ask = dict(cfg=req["cfg"], data_path=req["data_path"], device="cpu", modes=["manual", "module"], batch_sizes=[1, 8])
+    rows = worker.profile(dict(ask, log_path=req["log_path"]), str(sock))
+    local = profiling.profile_device(**ask, log=lambda m: None)
+    keys = ["mode", "batch_size", "status", "split", "steps", "threads"]
+    assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys] for r in local]
+    assert all(r["status"] == "ok" and r["ops_step"] > 0 for r in rows) and set(rows[0]) == set(profiling.COLUMNS)
+    assert "cpu manual bs1: ok" in Path(req["log_path"]).read_text()  # progress goes to the job's log
+    with pytest.raises(BenchError, match="refused the request: modes \\['nope'\\] are not a list of known modes"):
+        worker.profile(dict(ask, modes=["nope"]), str(sock))
 
 
 OTHER_USER = """

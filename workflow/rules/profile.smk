@@ -2,6 +2,7 @@
 # mode of a device, at the smallest and the largest batch size. It needs nothing from the train
 # jobs (only the preloaded tensors), and it takes the same `timed_jobs` slot as a train job, so it
 # never runs while a timed run is being measured (the profiler loads the cpu and the GPU).
+# Locally the first repeat's warm worker profiles (torch and the compiler imported there already).
 PROFILED = [devs.slug(d) for d in DEVICES if any(p == d for p, _ in PAIRS)]
 
 

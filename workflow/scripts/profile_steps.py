@@ -1,13 +1,26 @@
+import os
+
 from mnistbench import profiling
 from mnistbench.files import write_rows
 from mnistbench.jobs import job
-from mnistbench.worker import timed_slot
+from mnistbench.worker import socket_for, timed_slot
 
 with job(snakemake) as log:
     p = snakemake.params
     cfg = dict(snakemake.config, cpu_threads=snakemake.threads)
-    # A timed job like a train job: it takes the machine's timed slot (idle warm workers then stay
-    # up, instead of tearing down beside it and starting again afterwards).
-    with timed_slot(log=log):
-        rows = profiling.profile_device(cfg, snakemake.input.tensors, p.device, p.modes, p.batch_sizes, log=log)
+    args = dict(cfg=cfg, device=p.device, modes=list(p.modes), batch_sizes=list(p.batch_sizes))
+    if cfg["warm_worker"]:
+        # Locally, the first repeat's warm worker profiles: torch and the compiler are imported
+        # there already. It takes the machine's timed slot as for a train run.
+        from mnistbench import worker
+
+        request = dict(
+            args, data_path=os.path.abspath(snakemake.input.tensors), log_path=os.path.abspath(snakemake.log[0])
+        )
+        rows = worker.profile(request, socket_for(0))
+    else:
+        # A timed job like a train job: it takes the machine's timed slot (idle warm workers then
+        # stay up, instead of tearing down beside it and starting again afterwards).
+        with timed_slot(log=log):
+            rows = profiling.profile_device(**args, data_path=snakemake.input.tensors, log=log)
     write_rows(snakemake.output[0], profiling.COLUMNS, rows)

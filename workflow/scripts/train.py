@@ -21,7 +21,9 @@ with job(snakemake) as log:
         # Python/torch start-up.
         from mnistbench import worker
 
-        row, record = worker.train(dict(args, log_path=os.path.abspath(snakemake.log[0])), socket_for(args["repeat"]))
+        request = dict(args, log_path=os.path.abspath(snakemake.log[0]))
+        others = [socket_for(r) for r in range(cfg["repeats"]) if r != args["repeat"]]
+        row, record = worker.train(request, socket_for(args["repeat"]), siblings=others)
         print(f"{row['status']}: {row['message']} (warm worker)", file=sys.stderr)
     else:
         from mnistbench import train

@@ -1,7 +1,8 @@
 """A warm training process, so local train jobs do not each pay for starting Python and torch.
 
 Each local `train` job is a short client (standard library only): it asks a worker to train its
-combination and writes the returned row and record itself. A worker imports torch once, serves
+combination and writes the returned row and record itself. The `profile` job asks the first
+repeat's worker the same way. A worker imports torch once, serves
 one request at a time, resets torch.compile's in-memory state before each run (each run
 compiles; inductor's disk cache stays, as for a user's second run) and exits after `IDLE_S`
 seconds in which no timed run held the machine, when its code changed, or after a CUDA error
@@ -49,8 +50,10 @@ IDLE_S = 30
 SOCKETS = "results/.trainer/r{repeat}.sock"  # relative to the workflow's working directory
 PACKAGE = Path(__file__).resolve().parent
 SCHEMA = PACKAGE.parent.parent / "schemas" / "config.schema.yaml"
-# What a request holds: train.train's arguments and the job's log.
+# What a request holds: train.train's arguments and the job's log; a profile job's request
+# (kind "profile") holds profiling.profile_device's instead.
 REQUEST = {"cfg", "data_path", "device", "mode", "batch_size", "repeat", "log_path"}
+PROFILE_REQUEST = {"kind", "cfg", "data_path", "device", "modes", "batch_sizes", "log_path"}
 
 
 def socket_for(repeat: int) -> str:
@@ -212,10 +215,25 @@ def peer_uid(conn) -> int | None:
         s.close()
 
 
-def train(request: dict, sock_path: str) -> tuple[dict, dict]:
-    """Client side: train `request` in the worker at sock_path (starting one if none is up)."""
+def train(request: dict, sock_path: str, siblings=()) -> tuple[dict, dict]:
+    """Client side: train `request` in the worker at sock_path (starting one if none is up).
+    `siblings`: the sockets of the other repeats' workers, started together with this one when
+    none is up yet (see start_together)."""
+    reply = _ask(request, sock_path, siblings)
+    return reply["row"], reply["record"]
+
+
+def profile(request: dict, sock_path: str) -> list[dict]:
+    """Client side: profiling.profile_device's rows for `request` (PROFILE_REQUEST), from the
+    worker at sock_path, which has torch and the compiler imported already."""
+    return _ask(dict(request, kind="profile"), sock_path)["rows"]
+
+
+def _ask(request: dict, sock_path: str, siblings=()) -> dict:
     request = dict(request, fingerprint=fingerprint())
     key = authkey(sock_path)
+    if not os.path.exists(sock_path):
+        start_together([sock_path, *(s for s in siblings if not os.path.exists(s))])
     for _ in range(3):
         conn = _connect(sock_path, key)
         if conn is None:  # the worker left as this job connected: start another
@@ -239,7 +257,7 @@ def train(request: dict, sock_path: str) -> tuple[dict, dict]:
                 ) from None
         if "error" in reply:
             raise BenchError(reply["error"])
-        return reply["row"], reply["record"]
+        return reply
     raise BenchError("the training worker kept reporting stale code; rerun the job")
 
 
@@ -261,19 +279,38 @@ def _connect(sock_path: str, key: bytes, timeout_s: float = 120.0):
         if not started:
             if os.path.exists(sock_path):
                 os.unlink(sock_path)  # left by a worker that died
-            path = os.pathsep.join([str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")])
-            with open(worker_log(sock_path), "a") as out:  # the worker's own output between runs
-                subprocess.Popen(
-                    [sys.executable, "-m", "mnistbench.worker", sock_path],
-                    env=dict(os.environ, PYTHONPATH=path),
-                    start_new_session=True,  # outlives this job; it watches its clients instead
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
+            _spawn(sock_path)
             started = True
         if time.monotonic() > deadline:
             raise BenchError(f"no training worker answered on {sock_path}; see {worker_log(sock_path)}")
+        time.sleep(0.05)
+
+
+def _spawn(sock_path: str) -> subprocess.Popen:
+    path = os.pathsep.join([str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")])
+    with open(worker_log(sock_path), "a") as out:  # the worker's own output between runs
+        return subprocess.Popen(
+            [sys.executable, "-m", "mnistbench.worker", sock_path],
+            env=dict(os.environ, PYTHONPATH=path),
+            start_new_session=True,  # outlives this job; it watches its clients instead
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def start_together(sock_paths, timeout_s: float = 120.0) -> None:
+    """Start a worker on each of sock_paths at once and return when each listens (or has died:
+    its job then starts another). The first train job of a pipeline starts every repeat's worker
+    this way: their `import torch` overlap on the machine's cores before any run is timed,
+    instead of each following a timed run, one after another, and nothing starts beside a
+    timed run later."""
+    if len(sock_paths) < 2:
+        return  # one worker: _connect starts it
+    procs = {p: _spawn(p) for p in sock_paths}
+    deadline = time.monotonic() + timeout_s
+    while procs and time.monotonic() < deadline:
+        procs = {p: proc for p, proc in procs.items() if not os.path.exists(p) and proc.poll() is None}
         time.sleep(0.05)
 
 
@@ -285,20 +322,27 @@ def check_request(req: dict, schema: dict) -> str | None:
     from mnistbench.ladder import MODES
 
     # Without a log_path, what the run prints is dropped.
-    odd = (set(req) ^ REQUEST) - {"log_path"}
+    profiles = req.get("kind") == "profile"
+    odd = (set(req) ^ (PROFILE_REQUEST if profiles else REQUEST)) - {"log_path"}
     if odd:
-        return f"it holds {', '.join(sorted(odd))} unlike a train job's request"
+        return f"it holds {', '.join(sorted(odd))} unlike a {'profile' if profiles else 'train'} job's request"
     home = os.path.realpath(os.getcwd())
     for key in ("data_path", "log_path") if "log_path" in req else ("data_path",):
         if not isinstance(req[key], str) or os.path.commonpath([home, os.path.realpath(req[key])]) != home:
             return f"{key} {req[key]!r} lies outside the working directory {home}"
-    if req["mode"] not in MODES:
-        return f"unknown mode {req['mode']!r}"
     if not isinstance(req["device"], str) or not re.fullmatch(r"[a-z]+(:\d+)?", req["device"]):
         return f"malformed device {req['device']!r}"
-    for key, least in (("batch_size", 1), ("repeat", 0)):
-        if type(req[key]) is not int or req[key] < least:
-            return f"{key} {req[key]!r} is not an integer >= {least}"
+    if profiles:
+        if not isinstance(req["modes"], list) or not all(m in MODES for m in req["modes"]):
+            return f"modes {req['modes']!r} are not a list of known modes"
+        if not isinstance(req["batch_sizes"], list) or not all(type(b) is int and b >= 1 for b in req["batch_sizes"]):
+            return f"batch_sizes {req['batch_sizes']!r} are not a list of integers >= 1"
+    else:
+        if req["mode"] not in MODES:
+            return f"unknown mode {req['mode']!r}"
+        for key, least in (("batch_size", 1), ("repeat", 0)):
+            if type(req[key]) is not int or req[key] < least:
+                return f"{key} {req[key]!r} is not an integer >= {least}"
     try:
         jsonschema.validate(req["cfg"], schema)
     except jsonschema.ValidationError as e:
@@ -351,6 +395,7 @@ class _Idle:
 def serve(sock_path: str) -> None:
     import torch
 
+    from mnistbench import profiling
     from mnistbench import train as trainer
 
     mine, schema = fingerprint(), _load_schema()
@@ -388,7 +433,7 @@ def serve(sock_path: str) -> None:
                 continue
             _send(conn, {"pid": os.getpid()})
             watch = _watch(conn, req.get("log_path", os.devnull))
-            reply = _run(req, trainer, torch)
+            reply = _run(req, profiling.profile_device if req.pop("kind", None) else trainer.train, torch)
             watch.set()
             try:
                 _send(conn, reply)
@@ -447,15 +492,16 @@ def _output_to(path):
             os.close(saved[1])
 
 
-def _run(req: dict, trainer, torch) -> dict:
+def _run(req: dict, task, torch) -> dict:
+    """`task` (train.train, or profiling.profile_device for a profile job) on the request."""
     # Every run compiles again (in-memory state cleared). Inductor's disk cache stays, so after
     # the first run of a graph `setup_s` is a warm-cache compile, as a user's second run is.
     torch.compiler.reset()
-    log_path = req.pop("log_path", os.devnull)  # the rest are train.train's arguments
+    log_path = req.pop("log_path", os.devnull)  # the rest are the task's arguments
     with _output_to(log_path) as f, timed_slot(log=lambda msg: print(msg, file=f)):
         try:
-            row, record = trainer.train(**req, log=lambda msg: print(msg, file=f))
-            return {"row": row, "record": record}
+            out = task(**req, log=lambda msg: print(msg, file=f))
+            return {"rows": out} if isinstance(out, list) else {"row": out[0], "record": out[1]}
         except BenchError as e:
             return {"error": str(e)}
         except Exception as e:  # a bug: keep the worker alive, fail the job with its message
