@@ -1,11 +1,11 @@
 """A warm training process, so local train jobs do not each pay for starting Python and torch.
 
 Each local `train` job is a short client (standard library only): it asks a worker to train its
-combination and writes the returned row and record itself. The `profile` job asks the first
-repeat's worker the same way. A worker imports torch once, serves
-one request at a time, resets torch.compile's in-memory state before each run (each run
-compiles; inductor's disk cache stays, as for a user's second run) and exits after `IDLE_S`
-seconds in which no timed run held the machine, when its code changed, or after a CUDA error
+combination and writes the returned row and record itself; the `profile` job asks the first
+repeat's worker for its rows the same way. A worker imports torch once, serves one request at a
+time, resets torch.compile's in-memory state before each run (each run compiles; inductor's
+disk cache stays, as for a user's second run) and exits after `IDLE_S` seconds in which no
+timed run held the machine, when its code changed, or after a CUDA error
 (which can leave the process's CUDA context broken for good).
 
 - Repeats are independent measurements: each repeat index has its own worker process, so the
