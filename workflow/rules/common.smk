@@ -1,6 +1,8 @@
 # Helpers and input functions shared by the rules: the grid, device checks, what a run depends
 # on, resources. Names (modes, devices, figures) come from the package's registries.
+import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -9,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
 from mnistbench import BenchError, aggregate, depends, devices as devs, ladder
+from mnistbench.jobs import CONFIG_ENV
 
 
 def resolve_modes():
@@ -115,6 +118,17 @@ RUN_CODE = depends.code_fingerprint()
 # re-reads the Snakefile in remote mode, and there it trains in its own process. Set in the config
 # the job reads, not in the train rule's params: a change of params would re-time every run.
 config["warm_worker"] = config["warm_worker"] and not workflow.remote_exec
+# Train jobs run as commands (workflow/scripts/train.py), not as scripts, and read the config from
+# the environment that every job inherits from this process.
+os.environ[CONFIG_ENV] = json.dumps(config)
+# They run on the Python that runs Snakemake, as its scripts do; under a conda, container or
+# module environment, on that environment's.
+PYTHON = (
+    "python"
+    if workflow.deployment_settings.deployment_method
+    else shlex.quote(sys.executable)
+)
+TRAIN_SCRIPT = Path(workflow.basedir) / "workflow" / "scripts" / "train.py"
 
 
 # The package's modules are inputs of the rules that import them (depends.sources for the analysis

@@ -1,6 +1,7 @@
 rule train:
     input:
         tensors="results/preload/mnist.pt",
+        script=TRAIN_SCRIPT,
     output:
         row="results/runs/{device}/{mode}/bs{batch_size}/r{repeat}.csv",
         env="results/runs/{device}/{mode}/bs{batch_size}/r{repeat}.json",
@@ -21,8 +22,11 @@ rule train:
         settings=RUN_SETTINGS,
         code=run_code,
         threads=train_threads(),
-    script:
-        "../scripts/train.py"
+        # Also a rerun trigger, rightly: another interpreter may bring another torch.
+        python=PYTHON,
+    shell:
+        "{params.python} {input.script:q} {output.row:q} {output.env:q} {log:q} {input.tensors:q}"
+        " {params.device:q} {wildcards.mode:q} {wildcards.batch_size} {wildcards.repeat} {threads}"
 
 
 # An interrupt of Snakemake alone stops the running train jobs too (mnistbench/jobs.py).

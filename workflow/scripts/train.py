@@ -1,27 +1,38 @@
+"""One train job: trains its combination (locally in a warm worker, on a cluster in this process)
+and writes the row and the record. The train rule runs it as a command, not as a Snakemake
+`script:`: a script job first imports Snakemake (about 0.1 s), and a default grid has 108 jobs.
+
+    python workflow/scripts/train.py ROW RECORD LOG TENSORS DEVICE MODE BATCH_SIZE REPEAT THREADS
+
+The config comes from the environment (mnistbench/jobs.py, `CONFIG_ENV`), where the Snakefile
+puts it for every job it starts.
+"""
+
 import os
 import sys
+from types import SimpleNamespace
 
-from mnistbench.jobs import job
+from mnistbench.jobs import config_from_env, job
 from mnistbench.records import write_outputs
 from mnistbench.worker import socket_for, timed_slot
 
-with job(snakemake) as log:
-    w = snakemake.wildcards
-    cfg = dict(snakemake.config, cpu_threads=snakemake.threads)
+row_path, record_path, log_path, tensors, device, mode, batch_size, repeat, threads = sys.argv[1:]
+with job(SimpleNamespace(log=[log_path])) as log:
+    cfg = dict(config_from_env(), cpu_threads=int(threads))
     args = dict(
         cfg=cfg,
-        data_path=os.path.abspath(snakemake.input.tensors),
-        device=snakemake.params.device,
-        mode=w.mode,
-        batch_size=int(w.batch_size),
-        repeat=int(w.repeat),
+        data_path=os.path.abspath(tensors),
+        device=device,
+        mode=mode,
+        batch_size=int(batch_size),
+        repeat=int(repeat),
     )
     if cfg["warm_worker"]:
         # Locally, a warm worker trains (and writes the job's log): this job then costs no
         # Python/torch start-up.
         from mnistbench import worker
 
-        request = dict(args, log_path=os.path.abspath(snakemake.log[0]))
+        request = dict(args, log_path=os.path.abspath(log_path))
         others = [socket_for(r) for r in range(cfg["repeats"]) if r != args["repeat"]]
         row, record = worker.train(request, socket_for(args["repeat"]), siblings=others)
         print(f"{row['status']}: {row['message']} (warm worker)", file=sys.stderr)
@@ -30,4 +41,4 @@ with job(snakemake) as log:
 
         with timed_slot(log=log):
             row, record = train.train(**args, log=log)
-    write_outputs(row, record, snakemake.output.row, snakemake.output.env)
+    write_outputs(row, record, row_path, record_path)

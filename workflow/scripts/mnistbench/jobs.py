@@ -1,11 +1,25 @@
 """What every Snakemake script shares: a log file, and one clear line for a user's mistake."""
 
+import json
+import os
 import signal
 import sys
 import traceback
 from contextlib import contextmanager
 
 INTERRUPTED = "interrupted: rerun the same command to finish"
+# The workflow's config as JSON, for jobs run as commands rather than as Snakemake scripts: the
+# Snakefile sets it in its own environment, which every job it starts inherits.
+CONFIG_ENV = "MNISTBENCH_CONFIG"
+
+
+def config_from_env() -> dict:
+    from mnistbench import BenchError
+
+    try:
+        return json.loads(os.environ[CONFIG_ENV])
+    except (KeyError, ValueError) as e:
+        raise BenchError(f"no workflow config in ${CONFIG_ENV}: run this job through snakemake") from e
 
 
 def _stop(signum, frame):
