@@ -1,5 +1,6 @@
 """The warm worker trains exactly what an in-process run trains, and reports errors in one line."""
 
+import contextlib
 import json
 import os
 import re
@@ -50,6 +51,31 @@ def test_workers_started_together_all_listen_when_it_returns(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     worker.start_together(["w/a.sock", "w/b.sock"])
     assert os.path.exists("w/a.sock") and os.path.exists("w/b.sock")
+
+
+def test_a_reply_of_a_million_step_times_arrives_and_a_huge_request_does_not():
+    """A batch-1 run long enough for min_timed_s returns about a million step times (over 16 MiB of
+    JSON); the reply must arrive whole, while a worker still reads no request that large."""
+    from multiprocessing import Pipe
+
+    a, b = Pipe()
+    record = {"step_times_s": [1.2345678e-05 + i * 1e-12 for i in range(1_000_000)]}
+    sender = threading.Thread(target=worker._send, args=(a, record))
+    sender.start()
+    got = worker._recv(b)
+    sender.join()
+    assert len(json.dumps(record)) > 1 << 24 and got == record
+
+    def send_huge():
+        with contextlib.suppress(OSError):  # the reader hangs up after the length
+            worker._send(a, {"cfg": "x" * (1 << 24)})
+
+    sender = threading.Thread(target=send_huge)
+    sender.start()
+    with pytest.raises(OSError, match="bad message length"):
+        worker._recv(b, worker.MAX_REQUEST)
+    b.close()
+    sender.join()
 
 
 def test_a_cuda_error_retires_the_worker_and_nothing_else_does():

@@ -200,8 +200,15 @@ def _send(conn, obj) -> None:
     conn.send_bytes(json.dumps(obj, default=str).encode())  # JSON, not pickle: plain data only
 
 
-def _recv(conn):
-    return json.loads(conn.recv_bytes(1 << 24))
+# The largest request a worker reads. Replies come from this user's own authenticated worker and
+# have no limit: one carries the run's record with every step time (~20 bytes each in JSON), and
+# a batch-1 run that needs many epochs to reach min_timed_s times about a million steps (a 16 MiB
+# limit on replies once cut such a run off).
+MAX_REQUEST = 1 << 24
+
+
+def _recv(conn, limit=None):
+    return json.loads(conn.recv_bytes(limit))
 
 
 def peer_uid(conn) -> int | None:
@@ -422,7 +429,7 @@ def serve(sock_path: str) -> None:
                 print(f"refused a connection of uid {uid}: this worker serves uid {os.getuid()} only", flush=True)
                 continue
             try:
-                req = _recv(conn)
+                req = _recv(conn, MAX_REQUEST)
             except (EOFError, OSError, ValueError):
                 continue
             if not isinstance(req, dict) or req.pop("fingerprint", None) != mine:
