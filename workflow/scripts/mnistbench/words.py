@@ -385,8 +385,9 @@ def summary_md(found: dict, cfg: dict, env: pd.DataFrame, tables: dict | None = 
         f"Config: devices {cfg.get('devices')}, modes {cfg.get('modes')}, batch sizes {cfg.get('batch_sizes')}, "
         f"{cfg.get('repeats')} repeats, {cfg.get('train_samples')} training samples x {cfg.get('epochs')} epochs. "
         "Step time is fitted as a + b x batch size: a is the fixed cost of every step, b the cost of each sample. "
-        "Every number in brackets is its 95 % interval over the repeats' processes and the steps within them; "
-        "two numbers whose ratio's interval contains 1 are the same within noise.",
+        "Every number in brackets is its 95 % interval over the repeats' processes and the steps within them "
+        "(not over changes of the whole machine between sessions: on a shared VM a run minutes later can "
+        "differ by more); two numbers whose ratio's interval contains 1 are the same within noise.",
         "",
     ]
     for host, sentences in found.items():
