@@ -1,4 +1,4 @@
-"""What every Snakemake script shares: a log file, and one clear line for a user's mistake."""
+"""What every job's script shares: a log file, and one clear line for a user's mistake."""
 
 import json
 import os

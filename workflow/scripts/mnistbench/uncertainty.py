@@ -14,9 +14,9 @@ time has two parts:
 Part 2 is the textbook interval of a mean whose spread is itself estimated from n values. A
 bootstrap that draws n of the n runs instead cannot reach beyond the values it has: with the 3
 runs of a default grid its 95 % interval held the true median in only about 79 % of synthetic
-cases, and two runs of one grid on the development machine agreed in only 81 % of
-comparisons; the t quantile (4.3 for 3 runs, against 1.96 for many) pays for not knowing the
-spread (tests/test_uncertainty.py measures both on data of a known distribution).
+cases; the t quantile (4.3 for 3 runs, against 1.96 for many) pays for not knowing the spread
+(tests/test_uncertainty.py measures the coverage on data of a known distribution). Neither
+covers a change of the whole machine that every process of a run shares (bench/README.md).
 Every derived number (a ratio, a fitted a and b, a crossover, a share) is computed on each
 replicate from the same replicates, never from rounded results, and its interval is the 2.5th
 and 97.5th percentile. Combinations are resampled independently (each with a seed of its own

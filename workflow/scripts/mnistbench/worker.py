@@ -357,7 +357,8 @@ def check_request(req: dict, validator) -> str | None:
 
 
 def _load_validator():
-    """The config schema's validator, built once per worker (validating with a new one cost ~18 ms a request, with this one under 1 ms)."""
+    """The config schema's validator, built once per worker: `jsonschema.validate` builds a new
+    one on every call, ~18 ms a request against under 1 ms with this one."""
     import jsonschema
     import yaml
 
