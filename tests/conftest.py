@@ -122,12 +122,14 @@ def tiny_config(url, md5, **overrides) -> dict:
     return cfg
 
 
-def snakemake(workdir: Path, cfg: dict, *args, check=True, repo=REPO) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, cfg: dict, *args, check=True, repo=REPO, python=sys.executable
+) -> subprocess.CompletedProcess:
     """Run the real snakemake on the repository's Snakefile (or a copy's) in `workdir` with config `cfg`."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [
-        sys.executable,
+        str(python),
         "-m",
         "snakemake",
         "--snakefile",

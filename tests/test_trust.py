@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -86,6 +87,16 @@ def test_an_edit_of_the_training_code_retimes_and_an_edit_of_the_figures_does_no
         with edited(repo / "workflow/scripts/mnistbench" / name, edit):
             assert jobs(snakemake(wd, cfg, "-n", repo=repo)).count("train") == n_runs(cfg), name
     assert jobs(snakemake(wd, cfg, "-n", repo=repo)) == []
+
+
+def test_the_same_interpreter_named_another_way_retimes_nothing(finished):
+    """`.venv/bin/snakemake` runs Snakemake on `.venv/bin/python3`, `.venv/bin/python -m snakemake`
+    on `.venv/bin/python`: one interpreter, two names, and a finished run stays finished."""
+    repo, wd, cfg, _ = finished
+    exe = Path(sys.executable)
+    names = ["python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}"]
+    other = next(exe.with_name(n) for n in names if n != exe.name and exe.with_name(n).exists())
+    assert jobs(snakemake(wd, cfg, "-n", repo=repo, python=other)) == []
 
 
 def test_runs_of_different_settings_are_never_summarised_together(finished, tmp_path):

@@ -2,7 +2,6 @@
 # on, resources. Names (modes, devices, figures) come from the package's registries.
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
 from mnistbench import BenchError, aggregate, depends, devices as devs, ladder
-from mnistbench.jobs import CONFIG_ENV
+from mnistbench.jobs import CONFIG_ENV, PYTHON_ENV
 
 
 def resolve_modes():
@@ -121,12 +120,12 @@ config["warm_worker"] = config["warm_worker"] and not workflow.remote_exec
 # Train jobs run as commands (workflow/scripts/train.py), not as scripts, and read the config from
 # the environment that every job inherits from this process.
 os.environ[CONFIG_ENV] = json.dumps(config)
-# They run on the Python that runs Snakemake, as its scripts do; under a conda, container or
-# module environment, on that environment's.
-PYTHON = (
-    "python"
-    if workflow.deployment_settings.deployment_method
-    else shlex.quote(sys.executable)
+# They run on the Python that runs Snakemake, as its scripts do (under a conda, container or
+# module environment, on that environment's), named in the environment too: as a param it would
+# be a rerun trigger, and `.venv/bin/snakemake` and `.venv/bin/python -m snakemake` name one
+# interpreter two ways.
+os.environ[PYTHON_ENV] = (
+    "python" if workflow.deployment_settings.deployment_method else sys.executable
 )
 TRAIN_SCRIPT = Path(workflow.basedir) / "workflow" / "scripts" / "train.py"
 

@@ -22,10 +22,8 @@ rule train:
         settings=RUN_SETTINGS,
         code=run_code,
         threads=train_threads(),
-        # Also a rerun trigger, rightly: another interpreter may bring another torch.
-        python=PYTHON,
     shell:
-        "{params.python} {input.script:q} {output.row:q} {output.env:q} {log:q} {input.tensors:q}"
+        '"$MNISTBENCH_PYTHON" {input.script:q} {output.row:q} {output.env:q} {log:q} {input.tensors:q}'
         " {params.device:q} {wildcards.mode:q} {wildcards.batch_size} {wildcards.repeat} {threads}"
 
 

@@ -11,6 +11,8 @@ INTERRUPTED = "interrupted: rerun the same command to finish"
 # The workflow's config as JSON, for jobs run as commands rather than as Snakemake scripts: the
 # Snakefile sets it in its own environment, which every job it starts inherits.
 CONFIG_ENV = "MNISTBENCH_CONFIG"
+# The interpreter that runs a train job (its rule's shell command names it as $MNISTBENCH_PYTHON).
+PYTHON_ENV = "MNISTBENCH_PYTHON"
 
 
 def config_from_env() -> dict:
