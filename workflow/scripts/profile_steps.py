@@ -1,8 +1,8 @@
 import os
 
-from mnistbench import profiling
 from mnistbench.files import write_rows
 from mnistbench.jobs import job
+from mnistbench.records import PROFILE_COLUMNS
 from mnistbench.worker import socket_for, timed_slot
 
 with job(snakemake) as log:
@@ -11,7 +11,8 @@ with job(snakemake) as log:
     args = dict(cfg=cfg, device=p.device, modes=list(p.modes), batch_sizes=list(p.batch_sizes))
     if cfg["warm_worker"]:
         # Locally, the first repeat's warm worker profiles: torch and the compiler are imported
-        # there already. It takes the machine's timed slot as for a train run.
+        # there already, and this job imports no torch. It takes the machine's timed slot as for
+        # a train run.
         from mnistbench import worker
 
         request = dict(
@@ -21,6 +22,8 @@ with job(snakemake) as log:
     else:
         # A timed job like a train job: it takes the machine's timed slot (idle warm workers then
         # stay up, instead of tearing down beside it and starting again afterwards).
+        from mnistbench import profiling
+
         with timed_slot(log=log):
             rows = profiling.profile_device(**args, data_path=snakemake.input.tensors, log=log)
-    write_rows(snakemake.output[0], profiling.COLUMNS, rows)
+    write_rows(snakemake.output[0], PROFILE_COLUMNS, rows)

@@ -34,14 +34,8 @@ from mnistbench import devices, runner
 from mnistbench.data import load_tensors
 from mnistbench.ladder import exists
 from mnistbench.modes import MODES, Unsupported
+from mnistbench.records import PHASES, PROFILE_COLUMNS
 
-PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]
-COLUMNS = (
-    ["host", "machine", "device", "device_name", "mode", "batch_size", "status", "message", "split", "steps"]
-    + ["step_us_plain", "step_us_profiled"]
-    + [f"{p}_us" for p in PHASES]
-    + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels", "threads", "torch_version"]
-)
 PER_STEP = (
     ["step_us_plain", "step_us_profiled"]
     + [f"{p}_us" for p in PHASES]
@@ -70,7 +64,7 @@ def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=
             # event recorded. A DataLoader dispatches ops per sample (~25 k events per step at
             # batch 4096, ~2.3 s to read back), so it gets one step there.
             n = steps if b == min(batch_sizes) else 1 if MODES[mode].host_data else max(3, steps // 3)
-            row = dict({c: "" for c in COLUMNS}, **runner.base_row(device, mode, b, threads), steps=n)
+            row = dict({c: "" for c in PROFILE_COLUMNS}, **runner.base_row(device, mode, b, threads), steps=n)
             try:
                 row.update(profile_one(cfg, tensors, device, mode, b, n, warmup), status="ok")
             except (Unsupported, RuntimeError) as e:  # as in a train run

@@ -1,6 +1,8 @@
-"""The outputs of a train run: one CSV row and one JSON record, and the row's columns and types.
+"""The outputs of a train run (one CSV row and one JSON record, and the row's columns and types)
+and the columns of a profile job's table.
 
-Standard library only, so a Snakemake job can write them without importing torch.
+Standard library only, so a Snakemake job can write them without importing torch (a warm worker
+trains and profiles; the job only writes what it returns).
 """
 
 from mnistbench import files
@@ -47,6 +49,15 @@ INTEGER = [
     "timed_steps",
 ]
 NUMBER = TIMING + LEARNING + ["other_cores", "own_cpu_share", "lr", "threads"]
+
+# A profile job's rows (profiling.py): the phases a step is split into, each in µs per step.
+PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]
+PROFILE_COLUMNS = (
+    ["host", "machine", "device", "device_name", "mode", "batch_size", "status", "message", "split", "steps"]
+    + ["step_us_plain", "step_us_profiled"]
+    + [f"{p}_us" for p in PHASES]
+    + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels", "threads", "torch_version"]
+)
 
 
 def write_outputs(row, record, csv_path, json_path=None) -> None:
