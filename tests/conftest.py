@@ -184,8 +184,36 @@ def shared_folder(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+DATA = ("results/data", "results/preload", ".snakemake/metadata")
+
+
 @pytest.fixture(scope="session")
-def finished_pipeline(mirror, tmp_path_factory):
+def mnist_data(mirror, tmp_path_factory) -> Path:
+    """A working directory that holds the loopback mirror's data, downloaded and preloaded for
+    the cpu by the workflow's own rules, made once for the whole session (as `finished_pipeline`):
+    the pipelines of the tests start from it (`with_data`) instead of downloading again."""
+    root = shared_folder(tmp_path_factory)
+    wd = root / "mnist_data"
+    with open(root / "mnist_data.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (wd / "done").exists():
+            url, md5 = mirror
+            snakemake(wd, tiny_config(url, md5, devices=["cpu"]), "results/preload/mnist.pt")
+            (wd / "done").touch()
+    return wd
+
+
+def with_data(mnist_data: Path, wd: Path) -> Path:
+    """wd, holding the session's downloaded and preloaded data with Snakemake's records of them
+    (file times kept), so that a run there finds them up to date. Its config must name the same
+    mirror data and devices (`tiny_config`, cpu)."""
+    for part in DATA:
+        shutil.copytree(mnist_data / part, wd / part, symlinks=True)
+    return wd
+
+
+@pytest.fixture(scope="session")
+def finished_pipeline(mirror, mnist_data, tmp_path_factory):
     """The shared pipeline of `cpu_pipeline`, made once for the whole session: the first test
     process that needs it makes it while holding a lock; the others wait and read what it made."""
     root = shared_folder(tmp_path_factory)
@@ -194,7 +222,7 @@ def finished_pipeline(mirror, tmp_path_factory):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not made.exists():
             url, md5 = mirror
-            repo, wd = copy_repo(root / "cpu_pipeline_repo"), root / "cpu_pipeline"
+            repo, wd = copy_repo(root / "cpu_pipeline_repo"), with_data(mnist_data, root / "cpu_pipeline")
             cfg = tiny_config(
                 url, md5, devices=["cpu"], modes=["manual", "module", "dataloader"], batch_sizes=[4, 16, 64]
             )
@@ -236,15 +264,11 @@ def own_workdir(pipeline, dest: Path) -> Path:
 
 
 @pytest.fixture
-def prepared(finished_pipeline, tmp_path):
-    """tmp_path as a working directory that holds the shared pipeline's downloaded and preloaded
-    data and nothing else (with Snakemake's records of them, file times kept): a test that trains
-    runs of its own, on the loopback mirror's data, starts there instead of downloading and
-    preloading again. Its config must name the same mirror data and devices (`tiny_config`)."""
-    src = finished_pipeline[1]
-    for part in ("results/data", "results/preload", ".snakemake/metadata"):
-        shutil.copytree(src / part, tmp_path / part, symlinks=True)
-    return tmp_path
+def prepared(mnist_data, tmp_path):
+    """tmp_path as a working directory that holds the session's downloaded and preloaded data and
+    nothing else (`with_data`): a test that trains runs of its own, on the loopback mirror's data,
+    starts there instead of downloading and preloading again."""
+    return with_data(mnist_data, tmp_path)
 
 
 @contextlib.contextmanager

@@ -68,7 +68,7 @@ def test_gpu_check_runs_end_to_end_on_cpu(tmp_path):
 
 
 def test_noise_check_runs_end_to_end(tmp_path):
-    out = end_to_end("noise_check.py", "--quick", "--hog-s", "3", "--workdir", str(tmp_path))
+    out = end_to_end("noise_check.py", "--quick", "--hog-s", "1", "--workdir", str(tmp_path))
     last = out.strip().splitlines()[-1]
     assert "overlapped runs flagged or retimed" in last and "quiet grid flagged" in last, last
 

@@ -6,7 +6,7 @@ import sys
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, job_stats, snakemake, tiny_config
+from conftest import REPO, job_stats, snakemake, tiny_config, with_data
 from mnistbench import data, devices, train
 from mnistbench.ladder import MODES, exists
 
@@ -19,9 +19,9 @@ ALL_MODES = list(MODES)
 
 
 @pytest.fixture(scope="module")
-def run(mirror, tmp_path_factory):
+def run(mirror, mnist_data, tmp_path_factory):
     url, md5 = mirror
-    wd = tmp_path_factory.mktemp("pipeline")
+    wd = with_data(mnist_data, tmp_path_factory.mktemp("pipeline"))  # downloaded and preloaded once per session
     # Two repeats, so medians, IQRs and the agreement of repeats are of more than one value.
     cfg = tiny_config(url, md5, modes=ALL_MODES, repeats=2)
     proc = snakemake(wd, cfg)
