@@ -145,7 +145,7 @@ def test_each_repeat_index_trains_in_its_own_process(tensors, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
     shutil.copy(tensors, tmp_path / "t.pt")  # a worker reads only files of the working directory
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, retime=0, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
     req = dict(cfg=cfg, data_path=str(tmp_path / "t.pt"), device="cpu", mode="manual", batch_size=64, repeat=0)
     pid = {}
     for r in (0, 1, 0):

@@ -31,7 +31,7 @@ def tensors(tmp_path):
 
 def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the socket path is relative, as in the workflow
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
+    cfg = dict(train.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
     log = tmp_path / "job.log"
     req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=1, log_path=str(log))
     row, record = worker.train(req, "w/w.sock", siblings=["w/v.sock"])
@@ -184,7 +184,7 @@ def serve_one(folder: Path, tensors: str):
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.chdir(folder)  # the socket path is relative, as in the workflow
-            cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1)
+            cfg = dict(train.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1)
             req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=0)
             req["log_path"] = str(folder / "job.log")
             worker.train(req, "w/w.sock")
