@@ -184,7 +184,9 @@ def serve_one(folder: Path, tensors: str):
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.chdir(folder)  # the socket path is relative, as in the workflow
-            cfg = dict(train.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1)
+            cfg = dict(
+                train.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1
+            )
             req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=0)
             req["log_path"] = str(folder / "job.log")
             worker.train(req, "w/w.sock")
