@@ -128,7 +128,7 @@ def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, prepared):
     """SIGINT to the Snakemake process only (not its process group): the running train job stops
     (its warm worker's run with it) and writes nothing; a plain rerun completes."""
     url, md5, tmp_path = *mirror, prepared
-    cfg = tiny_config(url, md5, modes=["seed"], batch_sizes=[1], train_samples=512, epochs=40)
+    cfg = tiny_config(url, md5, modes=["seed"], batch_sizes=[1], train_samples=256, epochs=40)
     run = "results/runs/cpu/seed/bs1/r0.csv"
     log = tmp_path / "logs/train/cpu/seed/bs1_r0.log"
     (tmp_path / "config.yaml").write_text(__import__("yaml").safe_dump(cfg))
