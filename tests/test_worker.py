@@ -314,7 +314,9 @@ def test_another_local_user_cannot_reach_the_worker_or_have_it_open_a_file(serve
 def test_an_idle_worker_stays_while_runs_are_timed_and_leaves_after_idle_s_without(tmp_path, monkeypatch):
     """Gaps between the runs of other workers are not idleness: a worker that left in them would
     make its next job pay for a new worker. IDLE_S without any timed run on the machine is."""
-    monkeypatch.setattr(worker, "IDLE_S", 3)
+    # The worker's clock at half its speed (a check every 0.5 s), so the test waits half as long.
+    monkeypatch.setattr(worker, "IDLE_S", 1.5)
+    monkeypatch.setattr(worker, "IDLE_CHECK_S", 0.5)
     left = []
 
     def leave(self, status):
@@ -326,13 +328,13 @@ def test_an_idle_worker_stays_while_runs_are_timed_and_leaves_after_idle_s_witho
     sock.touch()
     worker._Idle(str(sock))
     with worker.timed_slot(log=lambda m: None):  # another worker's run, longer than IDLE_S
-        time.sleep(4)
-    time.sleep(1.5)  # the gap before the next run: the worker was idle 5.5 s, but not the machine
+        time.sleep(2)
+    time.sleep(0.75)  # the gap before the next run: the worker was idle 2.75 s, but not the machine
     with worker.timed_slot(log=lambda m: None):
         time.sleep(1)
     assert not left
     released = time.monotonic()
-    while not left and time.monotonic() - released < 10:
-        time.sleep(0.2)
-    # The machine was last seen busy at most a check (1 s) before the release.
-    assert left and 2 <= left[0] - released <= 5.5, (released, left)
+    while not left and time.monotonic() - released < 5:
+        time.sleep(0.1)
+    # The machine was last seen busy at most a check (0.5 s) before the release.
+    assert left and 1 <= left[0] - released <= 3.5, (released, left)

@@ -47,6 +47,7 @@ from pathlib import Path
 from mnistbench import BenchError
 
 IDLE_S = 30
+IDLE_CHECK_S = 1  # how often an idle worker looks whether a timed run holds the machine
 SOCKETS = "results/.trainer/r{repeat}.sock"  # relative to the workflow's working directory
 PACKAGE = Path(__file__).resolve().parent
 SCHEMA = PACKAGE.parent.parent / "schemas" / "config.schema.yaml"
@@ -386,7 +387,7 @@ class _Idle:
 
     def _watch(self):
         while True:
-            time.sleep(1)
+            time.sleep(IDLE_CHECK_S)
             with self.lock:
                 if timed_slot_busy():
                     self.last = time.monotonic()
