@@ -41,6 +41,25 @@ def test_interval_of_the_median_covers_the_true_median_at_its_level(n):
     assert 0.87 <= hits / 400 <= 0.99
 
 
+def test_two_runs_give_finite_replicates_and_the_t_interval():
+    """Two usable runs (a third was noisy): the shift between processes is drawn from t with one
+    degree of freedom, whose tails reach thousands; no replicate may underflow to 0 or overflow to
+    inf (a ratio of two such is NaN, and a NaN takes away the interval of every number derived from
+    it), while the interval stays the t interval: median * exp(+-12.71 * s / sqrt(2))."""
+    rng = np.random.default_rng(2)
+    for t in range(50):
+        meds, cells = process_runs(2, rng, sigma=0.3)
+        reps = uncertainty.median_replicates(meds, cells, ("two", t))
+        assert np.isfinite(reps).all() and (reps > 0).all(), (meds, reps.min(), reps.max())
+    meds, cells = [68e-6, 116e-6], ["", ""]  # two processes of one combination, 1.7x apart
+    lo, hi = uncertainty.interval(uncertainty.median_replicates(meds, cells, ("spread",), n_boot=20000))
+    half = 12.706 * np.std(np.log(meds), ddof=1) / math.sqrt(2)  # t(1) at 97.5 %
+    centre = np.median(meds)
+    # Within the sampling error of t's 2.5 % and 97.5 % quantiles (about 0.15 on this log scale);
+    # a normal interval would end 1.9 below and above these, on the log scale.
+    assert abs(math.log(lo / centre) + half) < 0.4 and abs(math.log(hi / centre) - half) < 0.4, (lo, hi, half)
+
+
 def test_two_runs_of_one_distribution_agree_at_the_calibration_target():
     """What bench/calibration.py checks on the real machine, here on a known distribution: the
     ratio of two independent grids' medians (3 processes each, 10 % apart from process to

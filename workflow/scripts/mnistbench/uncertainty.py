@@ -37,6 +37,7 @@ import pandas as pd
 N_BOOT = 1000
 BLOCKS = 16
 LEVEL = 0.95
+MAX_LOG_SHIFT = 50.0  # the largest shift between processes a replicate takes, on the log scale
 
 
 def blocks(step_times, n: int = BLOCKS) -> list[float]:
@@ -82,6 +83,10 @@ def drawn_runs(medians, block_cells, key, n_boot: int = N_BOOT) -> np.ndarray:
     # over runs moves by it too.
     s = float(np.std(np.log(medians), ddof=1))
     shift = s / math.sqrt(n) * rng.standard_t(n - 1, size=n_boot)
+    # t with one or two degrees of freedom (two or three runs) draws values in the thousands now
+    # and then: exp() of such a shift is 0 or inf, and a ratio of two of them NaN. A shift beyond
+    # a factor e^50 lies far outside any interval's percentiles, so capping it changes no interval.
+    shift = np.clip(shift, -MAX_LOG_SHIFT, MAX_LOG_SHIFT)
     return reps.T * np.exp(shift)[:, None]
 
 
