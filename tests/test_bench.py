@@ -10,6 +10,7 @@ from conftest import REPO
 pytestmark = pytest.mark.slow  # each starts Python and torch, some a whole pipeline
 
 TINY = {
+    "host_drift.py": ["--minutes", "0.02", "--window", "0.2"],
     "harness_check.py": ["--batch-sizes", "1", "64", "--samples", "512", "--min-run-time", "0.05", "--rounds", "2"],
     "process_noise.py": [
         "--processes",
