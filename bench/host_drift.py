@@ -7,7 +7,7 @@ is shared by every process of a run and shows in no interval over them. This scr
 that drift directly: if one process, always the same code on the same data, times its windows
 tens of per cent apart, two runs minutes apart differ by as much, and so do the processes of one
 run trained minutes apart. Prints each window, then max/min and sigma of the log window medians
-(0.1 is about 10 %), and the same for windows a minute or more apart.
+(0.1 is about 10 %), and the median |log ratio| of windows a minute or more apart.
 
     python bench/host_drift.py [--minutes 5] [--window 2] [--mode manual] [--batch-size 1] [--threads 1]
 """
