@@ -53,6 +53,14 @@ def pipeline(wd: Path, configfiles: list, config: list, targets=()) -> float:
     return time.perf_counter() - t0
 
 
+def replicates(runs: pd.DataFrame, name: str) -> dict:
+    """One run's replicates, as the report draws them (analysis.replicates), as a stream of its
+    own: both runs hold the same keys, and replicates seeded by the key alone would draw the same
+    shift between processes in both, so that run 2 / run 1 would lose it and its interval would
+    be far too narrow."""
+    return analysis.replicates(runs, stream=name)
+
+
 def medians(reps: dict) -> dict:
     return {k: uncertainty.medians(d) for k, d in reps.items()}
 
@@ -115,7 +123,7 @@ def main(argv=None):
         else:
             wall = pipeline(wd / name, configfiles, a.config)
         r = machines.places(pd.read_csv(wd / name / "results/summary/runs.csv"))  # as the analysis compares
-        reps[name], runs[name] = analysis.replicates(r), r  # the usable runs, as the report's
+        reps[name], runs[name] = replicates(r, name), r  # the usable runs, as the report's
         trained = r["total_train_s"].sum()
         print(
             f"{name}: {len(r)} runs, wall {wall:.1f} s ({wall / 60:.2f} min), timed training {trained:.1f} s, "

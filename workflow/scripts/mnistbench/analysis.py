@@ -38,9 +38,10 @@ KEYS = ["host", "device", "mode", "batch_size"]
 # --- the replicates -----------------------------------------------------------------------------
 
 
-def replicates(runs: pd.DataFrame, use=("ok",)) -> dict:
-    """{(host, device, mode, batch_size): drawn runs} of every combination's usable runs."""
-    return uncertainty.replicates(usable(runs, use), KEYS)
+def replicates(runs: pd.DataFrame, use=("ok",), stream: str = "") -> dict:
+    """{(host, device, mode, batch_size): drawn runs} of every combination's usable runs (`stream`:
+    uncertainty.replicates)."""
+    return uncertainty.replicates(usable(runs, use), KEYS, stream=stream)
 
 
 def _reps(reps: dict, host, device, mode, batch_size) -> np.ndarray:

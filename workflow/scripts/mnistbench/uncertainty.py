@@ -21,7 +21,10 @@ Every derived number (a ratio, a fitted a and b, a crossover, a share) is comput
 replicate from the same replicates, never from rounded results, and its interval is the 2.5th
 and 97.5th percentile. Combinations are resampled independently (each with a seed of its own
 key, so adding a combination changes no other interval); two rungs timed by the same warm
-worker may share a process effect, so a ratio's interval is, if anything, too wide.
+worker may share a process effect, so a ratio's interval is, if anything, too wide. Two sets of
+runs of the same keys (two runs of one grid, compared by bench/calibration.py) are drawn as
+different `stream`s: with the key alone as the seed both would draw the same shifts, and the
+ratio of their replicates would lose the spread between processes that each interval holds.
 
 With one usable run a number has no interval (NaN), and neither has anything derived from it:
 one process cannot show how much processes differ. bench/calibration.py checks the intervals
@@ -55,9 +58,10 @@ def parse_blocks(cell) -> np.ndarray:
     return np.array([float(v) for v in cell.split()])
 
 
-def rng_for(key) -> np.random.Generator:
-    """A generator seeded by the key itself: the same runs give the same interval every time."""
-    return np.random.default_rng(zlib.crc32(repr(tuple(key)).encode()))
+def rng_for(key, stream: str = "") -> np.random.Generator:
+    """A generator seeded by the key itself (and the stream: one per independent set of runs of
+    the same keys): the same runs give the same interval every time."""
+    return np.random.default_rng(zlib.crc32((repr(tuple(key)) + stream).encode()))
 
 
 def run_replicates(median: float, block_medians, rng, n_boot: int = N_BOOT) -> np.ndarray:
@@ -69,7 +73,7 @@ def run_replicates(median: float, block_medians, rng, n_boot: int = N_BOOT) -> n
     return float(median) * np.median(drawn, axis=1) / np.median(b)
 
 
-def drawn_runs(medians, block_cells, key, n_boot: int = N_BOOT) -> np.ndarray:
+def drawn_runs(medians, block_cells, key, n_boot: int = N_BOOT, stream: str = "") -> np.ndarray:
     """Both parts for one combination's runs: (n_boot, n_runs) replicates of the runs' median step
     times, whose median over runs is a replicate of the combination's median; all NaN with fewer
     than 2 runs."""
@@ -77,7 +81,7 @@ def drawn_runs(medians, block_cells, key, n_boot: int = N_BOOT) -> np.ndarray:
     n = len(medians)
     if n < 2:
         return np.full((n_boot, max(1, n)), math.nan)
-    rng = rng_for(key)
+    rng = rng_for(key, stream)
     reps = np.stack([run_replicates(m, parse_blocks(c), rng, n_boot) for m, c in zip(medians, block_cells)])
     # Between processes: every run of a replicate moves together by the same draw, so the median
     # over runs moves by it too.
@@ -95,14 +99,15 @@ def median_replicates(medians, block_cells, key, n_boot: int = N_BOOT) -> np.nda
     return np.median(drawn_runs(medians, block_cells, key, n_boot), axis=1)
 
 
-def replicates(ok: pd.DataFrame, keys, n_boot: int = N_BOOT) -> dict:
+def replicates(ok: pd.DataFrame, keys, n_boot: int = N_BOOT, stream: str = "") -> dict:
     """{key: (n_boot, n_runs) drawn runs} for every combination of the usable runs `ok`: what
-    every interval of the analysis is computed from (all NaN for a combination of one run)."""
+    every interval of the analysis is computed from (all NaN for a combination of one run).
+    `stream` names this set of runs where another set of the same keys is compared with it."""
     cells = ok["step_time_blocks_s"] if "step_time_blocks_s" in ok.columns else pd.Series("", index=ok.index)
     out = {}
     for key, g in ok.groupby(list(keys), sort=False):
         key = tuple(k.item() if hasattr(k, "item") else k for k in key)
-        out[key] = drawn_runs(g["step_time_median_s"], cells.loc[g.index], key, n_boot)
+        out[key] = drawn_runs(g["step_time_median_s"], cells.loc[g.index], key, n_boot, stream)
     return out
 
 
