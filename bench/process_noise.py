@@ -13,7 +13,9 @@ Settings (each an environment for the process; what the pipeline can set for its
   whatever the process did before: its dynamic mmap threshold otherwise depends on history);
 - thp: torch's cpu allocator asks for transparent huge pages (THP_MEM_ALLOC_ENABLE=1);
 - bind: OpenMP threads bound to cores (OMP_PROC_BIND=close, OMP_PLACES=cores);
-- all: the three together.
+- all: the three together;
+- passive: idle OpenMP threads sleep rather than spin (OMP_WAIT_POLICY=PASSIVE);
+- one_thread: torch runs on one thread (OMP_NUM_THREADS=1), the other cores stay idle.
 
     python bench/process_noise.py [--processes 6] [--min-time 1.0] [--settings baseline malloc ...]
 """
@@ -39,6 +41,10 @@ SETTINGS = {
     "bind": {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"},
 }
 SETTINGS["all"] = {k: v for s in SETTINGS.values() for k, v in s.items()}
+SETTINGS["passive"] = {"OMP_WAIT_POLICY": "PASSIVE"}
+SETTINGS["one_thread"] = {"OMP_NUM_THREADS": "1"}
+# Every variable some setting sets: a process gets none of them but its own setting's.
+SET_BY_SOME = {k for s in SETTINGS.values() for k in s}
 CHILD = """
 import json, sys
 sys.path.insert(0, {bench!r})
@@ -52,7 +58,7 @@ print(json.dumps(out))
 
 
 def one(setting: str, min_time: float, steps) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in SETTINGS["all"]}
+    env = {k: v for k, v in os.environ.items() if k not in SET_BY_SOME}
     env.update(SETTINGS[setting])
     code = CHILD.format(bench=str(REPO / "bench"), steps=steps, min_time=min_time)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)

@@ -150,6 +150,12 @@ def train_threads():
         return wanted
 
 
+def run_threads():
+    """Threads a timed job gives torch (devices.torch_threads): cpu_threads, or every core it
+    holds but one. A rerun trigger of those jobs, as the cores they hold are."""
+    return devs.torch_threads(config["cpu_threads"], train_threads())
+
+
 def forget_corrupt(tensors, checksum):
     """Remove a tensor file that no longer matches its checksum (nothing in it can be trusted):
     it is then missing, and Snakemake rebuilds it before any job reads it."""

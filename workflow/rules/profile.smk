@@ -28,5 +28,6 @@ rule profile:
         settings=RUN_SETTINGS,
         code=RUN_CODE,
         threads=train_threads(),
+        torch_threads=run_threads(),
     script:
         "../scripts/profile_steps.py"

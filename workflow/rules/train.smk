@@ -22,9 +22,11 @@ rule train:
         settings=RUN_SETTINGS,
         code=run_code,
         threads=train_threads(),
+        torch_threads=run_threads(),
     shell:
         '"$MNISTBENCH_PYTHON" {input.script:q} {output.row:q} {output.env:q} {log:q} {input.tensors:q}'
-        " {params.device:q} {wildcards.mode:q} {wildcards.batch_size} {wildcards.repeat} {threads}"
+        " {params.device:q} {wildcards.mode:q} {wildcards.batch_size} {wildcards.repeat}"
+        " {params.torch_threads}"
 
 
 # An interrupt of Snakemake alone stops the running train jobs too (mnistbench/jobs.py).

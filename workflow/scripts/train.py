@@ -4,6 +4,8 @@ and writes the row and the record. The train rule runs it as a command, not as a
 
     python workflow/scripts/train.py ROW RECORD LOG TENSORS DEVICE MODE BATCH_SIZE REPEAT THREADS
 
+THREADS: the torch threads its rule planned (devices.torch_threads).
+
 The config comes from the environment (mnistbench/jobs.py, `CONFIG_ENV`), where the Snakefile
 puts it for every job it starts.
 """

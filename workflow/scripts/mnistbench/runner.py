@@ -21,8 +21,9 @@ def seed_of(cfg: dict, repeat: int, epoch: int = 0) -> int:
 
 
 def use_threads(cfg: dict) -> int:
-    """torch threads for a run: cpu_threads, or every core of the machine (0)."""
-    threads = cfg["cpu_threads"] or os.cpu_count()
+    """torch threads for a run: cpu_threads, or every core of the machine but one (0; a train job
+    passes the threads its rule planned: devices.torch_threads)."""
+    threads = devices.torch_threads(cfg["cpu_threads"], os.cpu_count() or 1)
     torch.set_num_threads(threads)
     return threads
 
