@@ -39,7 +39,7 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     assert os.stat("w/v.sock").st_mtime < datetime.fromisoformat(row["start_utc"]).timestamp()
     local, _ = train.train(cfg, tensors, "cpu", "module", 8, 1, log=lambda m: None)
     assert row["status"] == "ok" and row["final_loss"] == pytest.approx(local["final_loss"], abs=1e-6)
-    assert len(record["step_times_s"]) == row["steps"] and record["environment"]["threads"] == row["threads"]
+    assert len(records.step_times(record)) == row["steps"] and record["environment"]["threads"] == row["threads"]
     assert "epoch 2/2" in log.read_text()  # progress goes to the job's log
     with pytest.raises(BenchError, match="cuda:7"):
         worker.train(dict(req, device="cuda:7"), "w/w.sock")

@@ -81,7 +81,7 @@ def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat:
         code=depends.code_fingerprint(),
     )
     record = dict(environment=env.describe(device, threads, cfg), settings=depends.settings(cfg), row=row)
-    record.update(epochs=[], step_times_s=[], attempts=[])
+    record.update(epochs=[], step_times_rle=[], attempts=[])
     try:
         status, message = _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log)
     except (Unsupported, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
@@ -144,7 +144,7 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     row["attempts"] = len(record["attempts"])
     row["setup_s"] = record["attempts"][0]["setup_s"]  # the one-off cost is the first (coldest) one
     record["steps_per_call"] = kept["steps_per_call"]
-    record["epochs"], record["step_times_s"] = kept["epochs"], kept["step_times_s"]
+    record["epochs"], record["step_times_rle"] = kept["epochs"], records.run_lengths(kept["step_times_s"])
     row.update({k: kept[k] for k in KEPT if k in kept and k != "setup_s"})
     note = kept["quality_note"]
     if len(record["attempts"]) > 1:
@@ -337,7 +337,7 @@ def main(argv=None):
     p.add_argument("--test-samples", type=int, default=DEFAULTS["test_samples"])
     p.add_argument("--warmup-steps", type=int, default=DEFAULTS["warmup_steps"])
     p.add_argument("--min-timed-s", type=float, default=DEFAULTS["min_timed_s"], help="fewest seconds timed")
-    p.add_argument("--threads", type=int, default=0, help="cpu threads, 0 = all cores")
+    p.add_argument("--threads", type=int, default=0, help="cpu threads, 0 = every core but one")
     p.add_argument("--retime", type=int, default=DEFAULTS["retime"], help="timings made again when noisy")
     p.add_argument("--loss", default="cross_entropy", choices=model.LOSSES)
     p.add_argument("--init", default="default", choices=["default", "seed"])
