@@ -397,7 +397,7 @@ def summary_md(found: dict, cfg: dict, env: pd.DataFrame, tables: dict | None = 
         e = env[env["host"] == host] if "host" in env.columns else env.iloc[0:0]
         for _, r in e.iterrows():
             lines.append(
-                f"- Environment ({r['device']}): {r['device_name']}; {r['cores']} cores, {r['threads']} threads; "
+                f"- Environment ({r['device']}): {r['device_name']}; {r['cores']} cores, torch on {r['threads']} of them; "
                 f"torch {r['torch']}, python {r['python']}, cuda {r['cuda']}; {r['platform']}"
             )
         lines += [f"- {s}" for s in sentences] + [""]
