@@ -283,6 +283,7 @@ def torch_threads(cpu_threads: int, cores: int) -> int:
     """Threads a timed run gives torch, of the `cores` its job holds: `cpu_threads` where the config
     sets it, else every core but one. The core left over takes what else runs meanwhile (Snakemake,
     the OS, the run's own monitoring): a run whose threads keep every core busy also waits for
-    every core, and on the 2-core development VM its repeats then differed by 10-40 %, against a
-    few per cent with one core left (bench/README.md, "Threads")."""
+    every core: on the 2-core development VM, fresh processes timing the same steps spread with a
+    median sigma of 0.125 on the log scale with two threads and 0.037 with one (bench/README.md,
+    "Threads")."""
     return min(cpu_threads, cores) if cpu_threads else max(1, cores - 1)
