@@ -102,6 +102,29 @@ def test_every_mode_tracks_the_float64_reference(device, name, loss):
         torch.testing.assert_close(got[k], ref[k], **tol, msg=f"{name} {k}")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs cuda")
+@pytest.mark.parametrize("loss", LOSSES)
+def test_persistent_on_its_graph_path_trains_items_made_before_setup(loss):
+    """At batch 8 `persistent` starts looped (one item = a call of many batches); where setup then
+    times the replayed graph faster (seen on an H200 with mse_softmax), the items made before it
+    still hold many batches: each is trained one batch per replay, in order."""
+    p = model.init_params("default", 7)
+    x, y, t = (v.cuda() for v in batch(n=48, seed=1))
+    perm = torch.randperm(48, generator=torch.Generator().manual_seed(2)).cuda()
+    mode = MODES["persistent"](p, "cuda", 8, loss=loss, lr=0.5)
+    items = list(mode.epoch({"x": x, "y": y, "t": t}, perm))
+    mode.setup(items[0])
+    mode.looped, mode.steps_per_call = False, 1  # the graph path, whatever setup measured
+    assert len(items) == 1 and [mode.step(b) for b in items] == [6]
+    perm = perm.cpu()
+    ref_batches = [
+        (x.cpu()[perm[i : i + 8]], y.cpu()[perm[i : i + 8]], t.cpu()[perm[i : i + 8]]) for i in range(0, 48, 8)
+    ]
+    ref = reference_training(p, ref_batches, loss, 0.5)
+    for k in model.NAMES:
+        torch.testing.assert_close(torch.as_tensor(mode.params()[k]).cpu().double(), ref[k], **TOL, msg=k)
+
+
 @pytest.mark.slow  # torch.compile
 @pytest.mark.parametrize("loss", LOSSES)
 def test_compiled_at_batch_1_fuses_steps_and_still_trains_sample_by_sample(loss):

@@ -567,9 +567,19 @@ class Persistent(Mode):
         x, _, t = batch
         if self.looped:
             return self.pk.steps(self.p, x, t, self.batch_size, self.lr, self.mse)
-        self.sx.copy_(x)
-        self.st.copy_(t)
-        self.graph.replay()
+        b = self.batch_size
+        if x.shape[0] == b:
+            self.sx.copy_(x)
+            self.st.copy_(t)
+            self.graph.replay()
+            return None
+        # An item made before setup chose the graph holds the looped path's call of many batches:
+        # one replay per batch, in order, so every step is still one batch's update.
+        for i in range(0, x.shape[0], b):
+            self.sx.copy_(x[i : i + b])
+            self.st.copy_(t[i : i + b])
+            self.graph.replay()
+        return x.shape[0] // b
 
 
 # The implementation of every rung of the ladder, in its order.
