@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, make_tensors
-from mnistbench import analysis, figures, train, uncertainty, words
+from mnistbench import analysis, figures, records, train, uncertainty, words
 
 GRID = [1, 16, 256, 4096]
 
@@ -126,6 +126,40 @@ def test_steps_within_one_process_give_a_narrow_interval_around_the_estimate():
     lo, hi = uncertainty.interval(reps)
     assert lo <= np.median(meds) <= hi
     assert (hi - lo) / np.median(meds) < 0.05
+
+
+def slowed_run(rng, slowed_blocks, level=1e-3, factor=1.6, steps=1600):
+    """One process's timed steps at `level` (3 % scatter), with the blocks `slowed_blocks` (of
+    uncertainty.BLOCKS) slowed `factor` times, as a busy neighbour of a VM does for seconds."""
+    x = level * np.exp(rng.normal(0, 0.03, steps))
+    per = steps // uncertainty.BLOCKS
+    for b in slowed_blocks:
+        x[b * per : (b + 1) * per] *= factor
+    return x
+
+
+def test_steps_the_machine_slowed_are_left_out_and_counted():
+    """Four processes the host slowed for none, a quarter, half and three quarters of their steps:
+    over all steps their medians differ by 1.6x; over the steps it left alone they agree, at the
+    unslowed level, and each run counts what it left out."""
+    rng = np.random.default_rng(5)
+    runs = [slowed_run(rng, range(0, k)) for k in (0, 4, 8, 12)]
+    runs[2] = slowed_run(rng, [1, 2, 5, 6, 9, 10, 13, 14])  # slowed stretches anywhere in the run
+    assert max(np.median(r) for r in runs) / min(np.median(r) for r in runs) > 1.5
+    kept = [uncertainty.kept_steps(r) for r in runs]
+    assert [share for _, share in kept] == pytest.approx([0, 0.25, 0.5, 0.75])
+    medians = [np.median(k) for k, _ in kept]
+    assert max(medians) / min(medians) < 1.03
+    assert medians == pytest.approx([1e-3] * 4, rel=0.03)
+    # A steady run keeps every step; so does one too short to be cut into blocks.
+    steady = slowed_run(rng, [])
+    assert uncertainty.kept_steps(steady) == (pytest.approx(list(steady)), 0.0)
+    assert uncertainty.kept_steps([1e-3]) == ([1e-3], 0.0)
+    # The bootstrap resamples only the blocks the median was taken over: no replicate reaches the
+    # slowed level.
+    cell = uncertainty.blocks(runs[3])
+    reps = uncertainty.run_replicates(medians[3], cell, np.random.default_rng(0))
+    assert reps.max() < 1.1 * medians[3] and reps.min() > 0.9 * medians[3]
 
 
 def test_the_fit_on_every_replicate_is_fit_line():
@@ -257,6 +291,10 @@ def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(ten
     assert len(record["epochs"]) == 2  # the learning curve is the configured epochs'
     assert any("more epoch(s) of the same data to reach min_timed_s" in line for line in logs)
     assert len(capped["step_time_blocks_s"].split()) == uncertainty.BLOCKS
+    # The row's step time is the median of the timed steps the machine left alone, from the record.
+    kept, share = uncertainty.kept_steps(records.step_times(record)[cfg["warmup_steps"] :])
+    assert capped["slowed_share"] == share and 0 <= share < 1
+    assert capped["step_time_median_s"] == pytest.approx(np.median(kept))
 
     monkeypatch.setattr(train, "MAX_EPOCHS", 1000)
     reached, record = train.train(dict(cfg, min_timed_s=0.5), tensors, "cpu", "module", 64, 0, log=lambda m: None)

@@ -17,12 +17,14 @@ WHAT = ["host", "machine", "device", "device_name", "mode", "batch_size", "repea
 OUTCOME = ["status", "message", "quality", "quality_note", "attempts"]
 # timed_epochs: the configured epochs and any more timed to reach min_timed_s.
 SIZES = ["epochs", "timed_epochs", "train_samples", "steps", "warmup_steps", "timed_steps", "steps_per_call"]
-# The steady-state step time over the timed steps, and one-off and whole-epoch times.
+# The steady-state step time over the timed steps the machine did not slow (slowed_share: the
+# share of timed steps left out, uncertainty.undisturbed), and one-off and whole-epoch times.
 TIMING = [
     "step_time_median_s",
     "step_time_q1_s",
     "step_time_q3_s",
     "step_spread",
+    "slowed_share",
     "samples_per_s",
     "setup_s",
     "first_epoch_s",

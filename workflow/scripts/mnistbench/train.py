@@ -242,8 +242,11 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
     out["params"] = learned if learned is not None else _weights(trainer)
     del trainer
     timed_steps = step_times[warmup:]
-    med, q1, q3 = timing.quantiles(timed_steps)
-    spread = quality.spread(timed_steps)
+    # The step time is taken over the steps the machine left alone (uncertainty.undisturbed); the
+    # record keeps every step, and slowed_share says how many were left out.
+    kept, slowed_share = uncertainty.kept_steps(timed_steps)
+    med, q1, q3 = timing.quantiles(kept)
+    spread = quality.spread(kept)
     verdict, note, score = quality.verdict(monitor.epochs, len(timed_steps), spread, cfg)
     if cum < cfg["min_timed_s"] and timed_epochs >= MAX_EPOCHS and out["status"] == "ok":
         note = "; ".join(
@@ -267,6 +270,7 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
         start_utc=start.isoformat(timespec="milliseconds"),
         end_utc=end.isoformat(timespec="milliseconds"),
         step_spread=spread,
+        slowed_share=slowed_share,
         steps=len(step_times),
         timed_steps=len(timed_steps),
         timed_epochs=timed_epochs,

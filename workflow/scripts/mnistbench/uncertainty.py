@@ -1,13 +1,19 @@
 """How sure each number is: 95 % intervals from replicates of every combination's median (numpy).
 
-The unit of variation is the process: on a VM two processes timing the same step can differ by
-1.3-1.7x while the steps inside one process agree to a few per cent, and the repeats of a
-combination are trained by different processes. So a replicate of a combination's median step
-time has two parts:
-1. within each run (process), the medians of BLOCKS contiguous blocks of its timed steps are
-   drawn with replacement (blocks, not single steps: step times drift and come in bursts, and
-   resampling single steps would treat 100 000 correlated steps as independent), and the run's
-   median is scaled by how far the drawn blocks' median is from all its blocks' median;
+A run's step time is the median of the timed steps the machine left alone. On a VM the host
+slows a process by 1.3-2.2x for seconds at a time with nothing inside the guest to show for it;
+a run's timed steps are cut into BLOCKS contiguous blocks, and blocks more than SLOWED above the
+fastest one are left out of its median and counted (`slowed_share`, undisturbed()). Medians over
+all steps mixed the two speeds in whatever proportion the host chose during each run, and that
+proportion was most of what made two processes differ by up to 1.7x.
+
+The unit of variation is the process: what remains still differs more between processes than
+between the steps of one, and the repeats of a combination are trained by different processes.
+So a replicate of a combination's median step time has two parts:
+1. within each run (process), the medians of its undisturbed blocks are drawn with replacement
+   (blocks, not single steps: step times drift and come in bursts, and resampling single steps
+   would treat 100 000 correlated steps as independent), and the run's median is scaled by how
+   far the drawn blocks' median is from all those blocks' median;
 2. between processes, the replicate of the median over runs is moved by s/sqrt(n) times a draw
    of Student's t with n-1 degrees of freedom, on a log scale (step times scatter by factors),
    where s is the standard deviation of the n runs' log medians.
@@ -39,16 +45,46 @@ import pandas as pd
 
 N_BOOT = 1000
 BLOCKS = 16
+# A block of a run's timed steps whose median is more than this factor above the run's fastest
+# block's was slowed by something outside the process (undisturbed()): a run in one steady state
+# keeps its blocks within a few per cent of each other, a slowed stretch is 1.3x or more.
+SLOWED = 1.1
 LEVEL = 0.95
 MAX_LOG_SHIFT = 50.0  # the largest shift between processes a replicate takes, on the log scale
 
 
+def split(step_times, n: int = BLOCKS) -> list[np.ndarray]:
+    """n contiguous blocks of a run's timed steps (fewer when it has fewer steps)."""
+    x = np.asarray(step_times, dtype=float)
+    return np.array_split(x, min(n, len(x))) if len(x) else []
+
+
 def blocks(step_times, n: int = BLOCKS) -> list[float]:
     """Medians of n contiguous blocks of a run's timed steps (fewer when it has fewer steps)."""
-    x = np.asarray(step_times, dtype=float)
-    if len(x) == 0:
-        return []
-    return [float(np.median(b)) for b in np.array_split(x, min(n, len(x)))]
+    return [float(np.median(b)) for b in split(step_times, n)]
+
+
+def undisturbed(block_medians) -> np.ndarray:
+    """Which blocks the machine left alone: those within SLOWED of the run's fastest block.
+
+    On a VM the host slows a process by 1.3-2.2x for seconds at a time with nothing in the guest
+    to show for it (no steal, no other process in /proc/stat): a run's blocks then sit at two
+    levels, and how many sit at the slow one is what made two processes' medians differ by up to
+    1.7x. The steps of the other blocks time the code itself; the slowed share is reported."""
+    b = np.asarray(block_medians, dtype=float)
+    if len(b) < 2 or not np.all(np.isfinite(b)) or b.min() <= 0:
+        return np.ones(len(b), dtype=bool)
+    return b <= SLOWED * b.min()
+
+
+def kept_steps(step_times) -> tuple[list[float], float]:
+    """(the timed steps of the undisturbed blocks, the share of timed steps left out)."""
+    parts = split(step_times)
+    if not parts:
+        return [], 0.0
+    keep = undisturbed([np.median(p) for p in parts])
+    kept = [float(v) for p, k in zip(parts, keep) if k for v in p]
+    return kept, 1.0 - len(kept) / sum(len(p) for p in parts)
 
 
 def parse_blocks(cell) -> np.ndarray:
@@ -65,8 +101,10 @@ def rng_for(key, stream: str = "") -> np.random.Generator:
 
 
 def run_replicates(median: float, block_medians, rng, n_boot: int = N_BOOT) -> np.ndarray:
-    """Part 1: n_boot replicates of one run's median step time from its blocks."""
+    """Part 1: n_boot replicates of one run's median step time from its undisturbed blocks (the
+    steps the median was taken over)."""
     b = np.asarray(block_medians, dtype=float)
+    b = b[undisturbed(b)]
     if len(b) < 2 or not np.all(np.isfinite(b)) or np.median(b) <= 0:
         return np.full(n_boot, float(median))
     drawn = b[rng.integers(0, len(b), size=(n_boot, len(b)))]

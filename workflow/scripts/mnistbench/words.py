@@ -9,6 +9,7 @@ from matplotlib.ticker import EngFormatter
 
 from mnistbench.aggregate import succeeded
 from mnistbench.devices import HOST, host_first
+from mnistbench.uncertainty import SLOWED
 
 # --- numbers as words ---------------------------------------------------------------------------
 ENG = EngFormatter(sep=" ")  # 12.3 k, 3.57 M: SI prefixes, matplotlib's rule for choosing them
@@ -223,6 +224,7 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
             lines += crossover(c, host)
         if hc.empty and set(runs[runs["host"] == host]["device"]) == {HOST}:
             lines.append(f"Only the cpu ran on {host}, so there is no GPU crossover to report.")
+        lines += slowed(succeeded(runs[runs["host"] == host]), host)
         lines += speedups(spd[spd["host"] == host])
         lines += [dataloader(r) for _, r in dl[dl["host"] == host].iterrows()]
         lines += copies(bw[bw["host"] == host], host)
@@ -230,6 +232,18 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
     for _, f in fit[fit["note"].astype(str).str.len() > 0].iterrows():
         out[None].append(f"{f['host']}, {f['device']}, {f['mode']}: {f['note']}.")
     return out
+
+
+def slowed(ok: pd.DataFrame, host) -> list[str]:
+    """How much of the timed steps the machine slowed (left out of every step time)."""
+    share = pd.to_numeric(ok.get("slowed_share", pd.Series(dtype=float)), errors="coerce").dropna()
+    if share.empty:
+        return []
+    return [
+        f"On {host}, something outside the training process slowed {pct(share.median())} of a run's timed "
+        f"steps to {SLOWED:g}x or more of the run's fastest stretch (the median run; {pct(share.max())} at "
+        f"most); no step time here includes those steps, runs.csv counts them in slowed_share."
+    ]
 
 
 def fixed_cost(f: pd.DataFrame, host, device) -> list[str]:
