@@ -151,13 +151,22 @@ def test_steps_the_machine_slowed_are_left_out_and_counted():
     medians = [np.median(k) for k, _ in kept]
     assert max(medians) / min(medians) < 1.03
     assert medians == pytest.approx([1e-3] * 4, rel=0.03)
-    # A steady run keeps every step; so does one too short to be cut into blocks.
+    # A steady run keeps every step; so does one too short to be cut into blocks, one whose blocks
+    # are too short for their medians to tell a slowed stretch from the steps' scatter, and one
+    # with a single block fast by chance.
     steady = slowed_run(rng, [])
     assert uncertainty.kept_steps(steady) == (pytest.approx(list(steady)), 0.0)
     assert uncertainty.kept_steps([1e-3]) == ([1e-3], 0.0)
-    # The bootstrap resamples only the blocks the median was taken over: no replicate reaches the
-    # slowed level.
-    cell = uncertainty.blocks(runs[3])
+    short = slowed_run(rng, range(8), steps=16 * (uncertainty.SLOWED_STEPS - 1))
+    assert uncertainty.kept_steps(short)[1] == 0.0
+    lucky = slowed_run(rng, [])
+    lucky[:100] *= 0.85
+    assert uncertainty.kept_steps(lucky)[1] == 0.0
+    # The run's blocks cell holds the blocks the median was taken over, so the bootstrap never
+    # reaches the slowed level.
+    kept, _ = uncertainty.kept_blocks(runs[3])
+    cell = uncertainty.parse_blocks(uncertainty.blocks_cell(kept))
+    assert len(cell) == 4
     reps = uncertainty.run_replicates(medians[3], cell, np.random.default_rng(0))
     assert reps.max() < 1.1 * medians[3] and reps.min() > 0.9 * medians[3]
 

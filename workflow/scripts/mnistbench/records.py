@@ -31,8 +31,9 @@ TIMING = [
     "steady_epoch_s",
     "total_train_s",
 ]
-# The medians of contiguous blocks of the timed steps, space-separated: what the bootstrap
-# (uncertainty.py) resamples within a run, carried in runs.csv so merged machines get intervals too.
+# The medians of the contiguous blocks of timed steps that the step time was taken over (the
+# undisturbed ones), space-separated: what the bootstrap (uncertainty.py) resamples within a
+# run, carried in runs.csv so merged machines get intervals too.
 BLOCKS = ["step_time_blocks_s"]
 LEARNING = ["initial_loss", "final_loss", "test_loss", "test_accuracy", "time_to_target_s"]
 # What else the machine did while the kept timing ran.

@@ -244,7 +244,8 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
     timed_steps = step_times[warmup:]
     # The step time is taken over the steps the machine left alone (uncertainty.undisturbed); the
     # record keeps every step, and slowed_share says how many were left out.
-    kept, slowed_share = uncertainty.kept_steps(timed_steps)
+    kept_blocks, slowed_share = uncertainty.kept_blocks(timed_steps)
+    kept = [float(v) for b in kept_blocks for v in b]
     med, q1, q3 = timing.quantiles(kept)
     spread = quality.spread(kept)
     verdict, note, score = quality.verdict(monitor.epochs, len(timed_steps), spread, cfg)
@@ -286,7 +287,7 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
         first_epoch_s=epoch_times[0],
         steady_epoch_s=timing.quantiles(steady)[0] if steady else "",
         total_train_s=cum,
-        step_time_blocks_s=" ".join(f"{v:.6g}" for v in uncertainty.blocks(timed_steps)),
+        step_time_blocks_s=uncertainty.blocks_cell(kept_blocks),
         test_loss=test_loss,
         test_accuracy=acc,
         time_to_target_s="" if time_to_target is None else time_to_target,

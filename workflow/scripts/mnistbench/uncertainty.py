@@ -3,8 +3,8 @@
 A run's step time is the median of the timed steps the machine left alone. On a VM the host
 slows a process by 1.3-2.2x for seconds at a time with nothing inside the guest to show for it;
 a run's timed steps are cut into BLOCKS contiguous blocks, and blocks more than SLOWED above the
-fastest one are left out of its median and counted (`slowed_share`, undisturbed()). Medians over
-all steps mixed the two speeds in whatever proportion the host chose during each run, and that
+second fastest one are left out of its median and counted (`slowed_share`, undisturbed()).
+Medians over all steps mixed the two speeds in whatever proportion the host chose during each run, and that
 proportion was most of what made two processes differ by up to 1.7x.
 
 The unit of variation is the process: what remains still differs more between processes than
@@ -45,10 +45,13 @@ import pandas as pd
 
 N_BOOT = 1000
 BLOCKS = 16
-# A block of a run's timed steps whose median is more than this factor above the run's fastest
-# block's was slowed by something outside the process (undisturbed()): a run in one steady state
-# keeps its blocks within a few per cent of each other, a slowed stretch is 1.3x or more.
+# A block of a run's timed steps whose median is more than this factor above the run's second
+# fastest block's was slowed by something outside the process (undisturbed()): a run in one
+# steady state keeps its blocks within a few per cent of each other, a slowed stretch is 1.3x or
+# more. The second fastest, so that one block fast by chance does not set the level; and only
+# where each block has SLOWED_STEPS steps or more: the median of fewer scatters by more than that.
 SLOWED = 1.1
+SLOWED_STEPS = 20
 LEVEL = 0.95
 MAX_LOG_SHIFT = 50.0  # the largest shift between processes a replicate takes, on the log scale
 
@@ -64,27 +67,39 @@ def blocks(step_times, n: int = BLOCKS) -> list[float]:
     return [float(np.median(b)) for b in split(step_times, n)]
 
 
-def undisturbed(block_medians) -> np.ndarray:
-    """Which blocks the machine left alone: those within SLOWED of the run's fastest block.
+def undisturbed(block_medians, steps_per_block: int = SLOWED_STEPS) -> np.ndarray:
+    """Which blocks the machine left alone: those within SLOWED of the run's second fastest block
+    (all of them where a block has fewer than SLOWED_STEPS steps, or there are fewer than 3).
 
     On a VM the host slows a process by 1.3-2.2x for seconds at a time with nothing in the guest
     to show for it (no steal, no other process in /proc/stat): a run's blocks then sit at two
     levels, and how many sit at the slow one is what made two processes' medians differ by up to
     1.7x. The steps of the other blocks time the code itself; the slowed share is reported."""
     b = np.asarray(block_medians, dtype=float)
-    if len(b) < 2 or not np.all(np.isfinite(b)) or b.min() <= 0:
+    if len(b) < 3 or steps_per_block < SLOWED_STEPS or not np.all(np.isfinite(b)) or b.min() <= 0:
         return np.ones(len(b), dtype=bool)
-    return b <= SLOWED * b.min()
+    return b <= SLOWED * np.sort(b)[1]
+
+
+def kept_blocks(step_times) -> tuple[list[np.ndarray], float]:
+    """(the undisturbed blocks of a run's timed steps, the share of timed steps left out)."""
+    parts = split(step_times)
+    if not parts:
+        return [], 0.0
+    keep = undisturbed([np.median(p) for p in parts], min(len(p) for p in parts))
+    kept = [p for p, k in zip(parts, keep) if k]
+    return kept, 1.0 - sum(map(len, kept)) / sum(map(len, parts))
 
 
 def kept_steps(step_times) -> tuple[list[float], float]:
     """(the timed steps of the undisturbed blocks, the share of timed steps left out)."""
-    parts = split(step_times)
-    if not parts:
-        return [], 0.0
-    keep = undisturbed([np.median(p) for p in parts])
-    kept = [float(v) for p, k in zip(parts, keep) if k for v in p]
-    return kept, 1.0 - len(kept) / sum(len(p) for p in parts)
+    kept, share = kept_blocks(step_times)
+    return [float(v) for p in kept for v in p], share
+
+
+def blocks_cell(parts) -> str:
+    """The runs.csv cell `step_time_blocks_s` of blocks of steps: their medians, space-separated."""
+    return " ".join(f"{float(np.median(p)):.6g}" for p in parts)
 
 
 def parse_blocks(cell) -> np.ndarray:
@@ -101,10 +116,9 @@ def rng_for(key, stream: str = "") -> np.random.Generator:
 
 
 def run_replicates(median: float, block_medians, rng, n_boot: int = N_BOOT) -> np.ndarray:
-    """Part 1: n_boot replicates of one run's median step time from its undisturbed blocks (the
-    steps the median was taken over)."""
+    """Part 1: n_boot replicates of one run's median step time from its blocks (those the median
+    was taken over: the undisturbed ones)."""
     b = np.asarray(block_medians, dtype=float)
-    b = b[undisturbed(b)]
     if len(b) < 2 or not np.all(np.isfinite(b)) or np.median(b) <= 0:
         return np.full(n_boot, float(median))
     drawn = b[rng.integers(0, len(b), size=(n_boot, len(b)))]

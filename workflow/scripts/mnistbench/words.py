@@ -241,8 +241,8 @@ def slowed(ok: pd.DataFrame, host) -> list[str]:
         return []
     return [
         f"On {host}, something outside the training process slowed {pct(share.median())} of a run's timed "
-        f"steps to {SLOWED:g}x or more of the run's fastest stretch (the median run; {pct(share.max())} at "
-        f"most); no step time here includes those steps, runs.csv counts them in slowed_share."
+        f"steps (the median run; {pct(share.max())} at most) by more than {SLOWED:g}x for stretches of the "
+        "run; no step time here includes them (runs.csv counts them in slowed_share)."
     ]
 
 
