@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, job_stats, snakemake, tiny_config, with_data
-from mnistbench import data, devices, train
+from mnistbench import data, devices, train, words
 from mnistbench.ladder import MODES, exists
 
 RUN_COLUMNS = (
@@ -48,6 +48,10 @@ def test_every_cpu_mode_is_ok_and_learns(run):
     bad = cpu[cpu.status != "ok"]
     assert bad.empty, bad[["mode", "batch_size", "status", "message"]].to_string()
     assert (cpu.samples_per_s > 0).all() and (cpu.step_time_median_s > 0).all()
+    # The share of timed steps the machine slowed is counted for every run, and summed up in words.
+    assert cpu.slowed_share.between(0, 1, inclusive="left").all(), cpu.slowed_share
+    summary = (wd / "results/summary.md").read_text()
+    assert f"slowed {words.pct(runs[runs.status == 'ok'].slowed_share.median())} of a run's" in summary
     # cpu_threads 0: a job holds every core Snakemake gives it (--cores 2) and gives torch all but one.
     assert (cpu.threads == max(1, min(os.cpu_count(), 2) - 1)).all(), cpu.threads
     # 2 epochs of 512 samples at batch 8 already lift accuracy far above chance (0.1).
