@@ -23,7 +23,7 @@ def process_runs(n, rng, sigma=0.1, centre=1.0, steps=400, within=0.05):
         speed = centre * math.exp(rng.normal(0, sigma))
         steps_s = speed * np.exp(rng.normal(0, within, steps))
         medians.append(float(np.median(steps_s)))
-        cells.append(" ".join(f"{v:.6g}" for v in uncertainty.blocks(steps_s)))
+        cells.append(uncertainty.blocks_cell(uncertainty.split(steps_s)))
     return medians, cells
 
 

@@ -245,7 +245,7 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
     # The step time is taken over the steps the machine left alone (uncertainty.undisturbed); the
     # record keeps every step, and slowed_share says how many were left out.
     kept_blocks, slowed_share = uncertainty.kept_blocks(timed_steps)
-    kept = [float(v) for b in kept_blocks for v in b]
+    kept = uncertainty.steps_of(kept_blocks)
     med, q1, q3 = timing.quantiles(kept)
     spread = quality.spread(kept)
     verdict, note, score = quality.verdict(monitor.epochs, len(timed_steps), spread, cfg)

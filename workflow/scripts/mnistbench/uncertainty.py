@@ -3,9 +3,9 @@
 A run's step time is the median of the timed steps the machine left alone. On a VM the host
 slows a process by 1.3-2.2x for seconds at a time with nothing inside the guest to show for it;
 a run's timed steps are cut into BLOCKS contiguous blocks, and blocks more than SLOWED above the
-second fastest one are left out of its median and counted (`slowed_share`, undisturbed()).
-Medians over all steps mixed the two speeds in whatever proportion the host chose during each run, and that
-proportion was most of what made two processes differ by up to 1.7x.
+second fastest one are left out of its median and counted (`slowed_share`, undisturbed()). A
+median over all steps would mix the two speeds in whatever proportion the host chose during the
+run, and that proportion is most of what makes two processes differ by up to 1.7x there.
 
 The unit of variation is the process: what remains still differs more between processes than
 between the steps of one, and the repeats of a combination are trained by different processes.
@@ -62,11 +62,6 @@ def split(step_times, n: int = BLOCKS) -> list[np.ndarray]:
     return np.array_split(x, min(n, len(x))) if len(x) else []
 
 
-def blocks(step_times, n: int = BLOCKS) -> list[float]:
-    """Medians of n contiguous blocks of a run's timed steps (fewer when it has fewer steps)."""
-    return [float(np.median(b)) for b in split(step_times, n)]
-
-
 def undisturbed(block_medians, steps_per_block: int = SLOWED_STEPS) -> np.ndarray:
     """Which blocks the machine left alone: those within SLOWED of the run's second fastest block
     (all of them where a block has fewer than SLOWED_STEPS steps, or there are fewer than 3).
@@ -91,10 +86,15 @@ def kept_blocks(step_times) -> tuple[list[np.ndarray], float]:
     return kept, 1.0 - sum(map(len, kept)) / sum(map(len, parts))
 
 
+def steps_of(parts) -> list[float]:
+    """The steps of blocks, in order."""
+    return [float(v) for p in parts for v in p]
+
+
 def kept_steps(step_times) -> tuple[list[float], float]:
     """(the timed steps of the undisturbed blocks, the share of timed steps left out)."""
     kept, share = kept_blocks(step_times)
-    return [float(v) for p in kept for v in p], share
+    return steps_of(kept), share
 
 
 def blocks_cell(parts) -> str:
