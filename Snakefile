@@ -41,9 +41,6 @@ rule all:
     input:
         "results/summary/runs.csv",
         "results/summary/summary.csv",
-        "results/summary/fits.csv",
-        "results/summary/crossover.csv",
-        "results/summary/speedup.csv",
-        "results/summary/ladder.csv",
+        expand("results/summary/{name}.csv", name=catalog.TABLES),
         "results/summary.md",
         expand("results/figures/{name}.png", name=FIGURES),

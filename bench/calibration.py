@@ -1,7 +1,7 @@
 """Are the intervals right? The same grid run twice, as two independent pipeline runs (each in its
 own working directory: its own warm workers, so its own processes), one after the other.
 
-For every median samples/s and every headline ratio (each rung's factor over the beginner's code
+For every median samples/s and every headline ratio (each mode's factor over the beginner's code
 at the smallest and the largest batch, the headline's own among them) it forms run 2 / run 1 with
 its 95 % interval from both runs' bootstrap replicates (uncertainty.py) and prints the share of
 those intervals that contain 1 (target >= 90 %: two runs of one config agree that nothing
@@ -66,16 +66,16 @@ def medians(reps: dict) -> dict:
 
 
 def ladder_ratios(runs: pd.DataFrame, med: dict) -> dict:
-    """{(host, device, point, mode): replicates of the rung's samples/s over seed's} at the
-    smallest and the largest batch size of each device: the factors the headline and the ladder
-    figure quote."""
+    """{(host, device, network, point, mode): replicates of the mode's samples/s over seed's} at
+    the smallest and the largest batch size of each device: the factors the headline and the
+    ladder figure quote."""
     out = {}
     lad = analysis.ladder(runs)
     for _, r in lad[lad["mode"] != "seed"].iterrows():
-        seed = med.get((r["host"], r["device"], "seed", int(r["batch_size"])))
-        own = med.get((r["host"], r["device"], r["mode"], int(r["batch_size"])))
+        seed = med.get((r["host"], r["device"], r["model"], "seed", int(r["batch_size"])))
+        own = med.get((r["host"], r["device"], r["model"], r["mode"], int(r["batch_size"])))
         if seed is not None and own is not None:
-            out[(r["host"], r["device"], r["point"], r["mode"])] = seed / own
+            out[(r["host"], r["device"], r["model"], r["point"], r["mode"])] = seed / own
     return out
 
 

@@ -1,7 +1,7 @@
 """One command for a machine with a CUDA GPU (and the project's packages, no internet needed).
 
 Generates a small MNIST-format data set, runs the pipeline for every device this machine has
-(cpu and cuda) over the main rungs of the mode ladder (or those given) and a range of batch sizes, and prints samples/s per device
+(cpu and cuda) over the main modes of the mode ladder (or those given) and a range of batch sizes, and prints samples/s per device
 x mode x batch size, the cuda/cpu speedup and, when the analysis step wrote them, the fitted
 per-step overhead and the crossover batch size. Meant to finish in under 8 minutes.
 
@@ -22,12 +22,12 @@ sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 import pandas as pd  # noqa: E402
 import run_workflow  # noqa: E402
 import yaml  # noqa: E402
-from mnistbench import devices, ladder, synthetic  # noqa: E402
+from mnistbench import catalog, devices, synthetic  # noqa: E402
 
-# The rungs that answer the question: the beginner's code, correct hand-written, nn.Module, graph
-# replay, the GPU's top rung (persistent) and the cpu's (kernel). The whole ladder does not fit in
+# The modes that answer the question: the beginner's code, correct hand-written, nn.Module, graph
+# replay, the GPU's top mode (persistent) and the cpu's (kernel). The whole ladder does not fit in
 # 8 minutes on a GPU machine (on an H200 machine its cpu side alone ran 6 min, one cold compile
-# 71 s); `--modes` adds any rung, and tests/test_modes.py checks them all on cuda in seconds.
+# 71 s); `--modes` adds any mode, and tests/test_modes.py checks them all on cuda in seconds.
 FULL = dict(
     modes=["seed", "manual", "module", "cudagraph", "kernel", "persistent"],
     batch_sizes=[1, 16, 256, 4096],
@@ -56,7 +56,7 @@ def main(argv=None):
     p.add_argument("--devices", default="auto", help="'auto' or a YAML list, e.g. '[cpu, cuda]'")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--cores", default="all")
-    p.add_argument("--modes", nargs="+", help="rungs of the ladder (default: " + " ".join(FULL["modes"]) + ")")
+    p.add_argument("--modes", nargs="+", help="modes of the ladder (default: " + " ".join(FULL["modes"]) + ")")
     p.add_argument("--batch-sizes", nargs="+", type=int)
     a = p.parse_args(argv)
     grid = dict(QUICK if a.quick else FULL)
@@ -104,22 +104,22 @@ def print_tables(summary_dir: Path) -> None:
             t = pd.read_csv(f)
             print(f"\n{name}")
             print(t.to_string(index=False) if len(t) else "(none: no accelerator ran beside the cpu)")
-    top_rung(table)
+    top_mode(table)
     bad = runs[runs.status != "ok"]
     if len(bad):
         print("\nruns not ok:")
         print(bad[["device", "mode", "batch_size", "repeat", "status", "message"]].to_string(index=False))
 
 
-def top_rung(table) -> None:
-    """The GPU's top rung per batch size against graph replay and against the best cpu rung of
+def top_mode(table) -> None:
+    """The GPU's top mode per batch size against graph replay and against the best cpu mode of
     the same host: the question `persistent` exists to answer."""
     if "persistent" not in table.index.get_level_values("mode"):
         return
     rows = []
     for b in sorted(set(table.index.get_level_values("batch_size"))):
         at = table.xs(b, level="batch_size")
-        gpus = [c for c in at.columns if ladder.exists("persistent", c)]
+        gpus = [c for c in at.columns if catalog.exists("persistent", c)]
         for gpu in gpus:
             top = at.loc["persistent", gpu] if "persistent" in at.index else float("nan")
             graph = at.loc["cudagraph", gpu] if "cudagraph" in at.index else float("nan")
@@ -128,7 +128,7 @@ def top_rung(table) -> None:
             rows.append(
                 f"{b:>6} {gpu:>6} {top:>14,.0f} {top / graph:>13.2f} {best:>12} {top / cpu.max() if len(cpu) else float('nan'):>12.2f}"
             )
-    print("\npersistent (samples/s) against cudagraph and the best cpu rung, per batch size")
+    print("\npersistent (samples/s) against cudagraph and the best cpu mode, per batch size")
     print(f"{'batch':>6} {'device':>6} {'persistent':>14} {'/ cudagraph':>13} {'best cpu':>12} {'/ best cpu':>12}")
     print("\n".join(rows))
 

@@ -15,10 +15,10 @@ import statistics
 
 import torch
 import torch.utils.benchmark as benchmark
-from common import config
+from common import NETWORK, config
 from common import data as random_data
-from mnistbench import runner, timing
-from mnistbench.ladder import MODES
+from mnistbench import runner, spec, timing
+from mnistbench.catalog import MODES
 
 
 def main(argv=None):
@@ -38,7 +38,8 @@ def main(argv=None):
     print(f"{'batch':>6} {'harness us':>11} {'Timer us':>10} {'ratio':>6}")
     ratios = []
     for b in a.batch_sizes:
-        m = runner.build(config(a.threads), a.mode, "cpu", b)
+        cfg = config(a.threads)
+        m = runner.build(cfg, spec.build(cfg, NETWORK.name), a.mode, "cpu", b)
         perm = torch.randperm(n, generator=g)
         runner.setup(m, next(iter(m.epoch(data, perm))), "cpu")
         batches = list(m.epoch(data, perm))  # after setup: a mode may choose its steps per call there

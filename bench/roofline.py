@@ -14,7 +14,7 @@ import time
 
 import torch
 from common import FLOP_PER_SAMPLE, data, step_time
-from mnistbench.ladder import MODES, exists
+from mnistbench.catalog import MODES, exists
 
 
 def matmul_gflops(n: int, min_time: float) -> float:

@@ -1,4 +1,4 @@
-"""Batch size 1 on the cpu: every rung against the beginner's original code and against the
+"""Batch size 1 on the cpu: every mode against the beginner's original code and against the
 arithmetic limit of one core.
 
 `seed` is the original code's structure reproduced faithfully (tests hold it against a verbatim
@@ -14,9 +14,9 @@ fastest / seed last (target: >= 100).
 import argparse
 
 import torch
-from common import data, step_time
+from common import NETWORK, data, step_time
 from mnistbench import kernel
-from mnistbench.ladder import MODES, exists
+from mnistbench.catalog import MODES, exists
 
 
 def main(argv=None):
@@ -28,7 +28,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     try:
-        limit = kernel.arithmetic_limit_us_per_sample() * 1e-6
+        limit = NETWORK.flop_per_sample() / (kernel.fma_gflops() * 1e9)
     except kernel.BuildError as e:
         limit = None
         print(f"arithmetic limit not measured: {e}")
@@ -44,7 +44,7 @@ def main(argv=None):
     print(f"threads {a.threads}, torch {torch.__version__}")
     if limit:
         print(
-            f"arithmetic limit of one core: {limit * 1e6:.3f} us/sample ({kernel.FLOP_PER_SAMPLE} FLOP at the "
+            f"arithmetic limit of one core: {limit * 1e6:.3f} us/sample ({NETWORK.flop_per_sample()} FLOP at the "
             f"measured peak FMA rate); seed is {times['seed'] / limit:.0f}x it, {best} {times[best] / limit:.1f}x"
         )
     print(f"fastest mode at batch 1: {best}; ratio {best}/seed = {times['seed'] / times[best]:.2f}x (target >= 100)")

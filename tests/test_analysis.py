@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import REPO, edited, jobs, own_workdir, snakemake
-from mnistbench import aggregate, analysis, depends, figures, profiling, records, words
+from mnistbench import aggregate, analysis, depends, figures, profiling, records, spec, words
 
 GRID = [1, 4, 16, 64, 256, 1024, 4096]  # a batch-size step is a factor of 4
 CFG = dict(
@@ -28,10 +28,13 @@ CFG = dict(
 
 
 def synthetic_runs(truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host="h1") -> pd.DataFrame:
-    """One row per run, step time = (a + b·B)·lognormal noise; truth = {(device, mode): (a_us, b_us)}."""
+    """One row per run, step time = (a + b·B)·lognormal noise; truth = {(device, mode): (a_us, b_us)},
+    or {(device, mode, network): ...} for another network than the seed's."""
     rng = np.random.default_rng(seed)
     rows = []
-    for (device, mode), (a, b) in truth.items():
+    for key, (a, b) in truth.items():
+        device, mode, network = (*key, "mlp-16-16")[:3]
+        flop = spec.network(network).flop_per_sample()
         for bs in sizes:
             for r in range(repeats):
                 t = (a + b * bs) * 1e-6 * math.exp(rng.normal(0, noise))
@@ -44,6 +47,8 @@ def synthetic_runs(truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host=
                         + "torch 2",
                         device=device,
                         device_name=device.upper(),
+                        model=network,
+                        flop_per_sample=flop,
                         mode=mode,
                         batch_size=bs,
                         repeat=r,
@@ -82,9 +87,10 @@ def transfer_table(host="h1", cuda=True) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def analyse(runs, transfer=None, prof=None):
+def analyse(runs, transfer=None, prof=None, gflops=None):
+    """The analysis of synthetic runs; `gflops`: the measured peak rate of h1's cpu cores."""
     transfer = transfer_table(cuda=False) if transfer is None else transfer
-    prof = pd.DataFrame(columns=["host", "mode", "status"]) if prof is None else prof
+    prof = pd.DataFrame(columns=["host", "model", "mode", "status"]) if prof is None else prof
     env = pd.DataFrame(
         [
             dict(
@@ -93,6 +99,7 @@ def analyse(runs, transfer=None, prof=None):
                 device_name="CPU",
                 cores=2,
                 threads=2,
+                fma_gflops=gflops,
                 python="3.11",
                 torch="2",
                 cuda="",
@@ -253,8 +260,9 @@ def test_profiler_splits_steps_and_counts_ops():
     g = torch.Generator().manual_seed(0)
     tensors = {"train_x": torch.rand(100, 784, generator=g), "train_y": torch.randint(0, 10, (100,), generator=g)}
     cfg = dict(seed=0, model=dict(init="default", loss="cross_entropy", lr=0.1, amp_dtype="float16"))
+    s = spec.build(cfg, "mlp-16-16")
     rows = {
-        m: profiling.profile_one(cfg, tensors, "cpu", m, 16, steps=3, warmup=1)
+        m: profiling.profile_one(cfg, s, tensors, "cpu", m, 16, steps=3, warmup=1)
         for m in ("module", "manual", "numpy", "seed")
     }
     m = rows["module"]
@@ -302,7 +310,7 @@ def test_report_has_every_figure_and_states_the_answer(small_run):
     assert "DataLoader transfer share" in html and "no GPU crossover" in html
     assert "Environment of every host" in html and "Problems with" not in html and "system-message" not in html
     md = (wd / "results/summary.md").read_text()
-    assert "fixed" in md and "DataLoader on cpu at batch 4" in md
+    assert "fixed" in md and "DataLoader on cpu (mlp-16-16) at batch 4" in md
     dl = pd.read_csv(wd / "results/summary/dataloader.csv")
     assert list(dl.batch_size) == cfg["batch_sizes"] and dl.extra_share.notna().all()
     prof = pd.read_csv(wd / "results/summary/profile.csv")
@@ -366,18 +374,18 @@ def test_merge_another_machine_by_host(cpu_pipeline, tmp_path):
 
 
 def test_headline_names_the_ladder_and_the_arithmetic_limit():
-    """The headline: per device, the beginner's code at batch 1, the best rung there and at the
+    """The headline: per device, the beginner's code at batch 1, the best mode there and at the
     largest batch with their factors, and how far the beginner's code is from the cpu's limit."""
     runs = synthetic_runs(
         {("cpu", "seed"): (220.0, 1.4), ("cpu", "kernel"): (0.5, 0.25), ("cpu", "module"): (250, 1.1)}
     )
     runs["message"], runs["quality_note"] = "", ""
-    tables, found = analyse(runs)
-    tables["environment"] = tables["environment"].assign(arithmetic_limit_us=0.41)
+    tables, found = analyse(runs, gflops=52_672 / 410)  # a core whose limit for the seed's network is 0.41 µs
     lines = words.headline(tables)
     first, second = lines[0], lines[1]
     seed1 = 1 / (221.4e-6)  # samples/s of seed at batch 1: one sample per (a + b) µs
-    assert "the beginner's code trains" in first and "the best rung there, kernel" in first
+    assert first.startswith("On h1, cpu, mlp-16-16:")
+    assert "the beginner's code trains" in first and "the best mode there, kernel" in first
     assert "At batch 4096 the best is kernel" in first
     kernel1 = 1 / (0.75e-6)
     found_ = re.search(
@@ -387,7 +395,9 @@ def test_headline_names_the_ladder_and_the_arithmetic_limit():
     assert factor == pytest.approx(kernel1 / seed1, rel=0.05)  # the timings carry 2 % noise
     assert lo <= factor <= hi  # with its 95 % interval
     assert "the arithmetic limit" in second and "0.41 µs" in second and "kernel takes" in second
-    over = float(re.search(r"µs\) per sample on h1's cpu, ([0-9.]+)× \([0-9.]+–[0-9.]+×\)", second).group(1))
+    over = float(
+        re.search(r"µs\) per sample of mlp-16-16 on h1's cpu, ([0-9.]+)× \([0-9.]+–[0-9.]+×\)", second).group(1)
+    )
     assert over == pytest.approx(221.4 / 0.41, rel=0.05)  # ~540x the limit
     md = words.summary_md(found, CFG, tables["environment"], tables)
     assert md.index("## The headline") < md.index("## h1")

@@ -1,11 +1,12 @@
-"""The docs speak of the registries as they are: every mode (in ladder order) and every config key
-is documented, every figure has a caption, and the schema knows the device names devices.py does."""
+"""The docs speak of the registries as they are: every mode (in the ladder's order) and every config
+key is documented, every figure and analysis table has a caption, and the schema knows the device
+names devices.py does."""
 
 import re
 
 import yaml
 from conftest import REPO
-from mnistbench import catalog, devices, modes
+from mnistbench import catalog, devices
 
 
 def backticked(text: str) -> list:
@@ -20,14 +21,14 @@ def row(table: str, key: str) -> str:
 
 def test_every_mode_is_documented_in_ladder_order():
     cfg_doc = (REPO / "config/README.md").read_text()
-    named = [m for m in backticked(row(cfg_doc, "modes").split("|")[3]) if m in modes.MODES]
-    assert named == list(modes.MODES), "config/README.md's `modes` row must list every rung, in ladder order"
+    named = [m for m in backticked(row(cfg_doc, "modes").split("|")[3]) if m in catalog.MODES]
+    assert named == list(catalog.MODES), "config/README.md's `modes` row must list every mode, in the ladder's order"
     readme = (REPO / "README.md").read_text()
     section = readme.split("The modes, from the beginner's code", 1)[1].split("\n\n", 1)[0]
-    assert [m for m in backticked(section) if m in modes.MODES] == list(modes.MODES)
+    assert [m for m in backticked(section) if m in catalog.MODES] == list(catalog.MODES)
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     listed = schema["properties"]["modes"]["description"].split(":", 1)[1].split("(", 1)[0]
-    assert [m.strip() for m in listed.split(",")] == list(modes.MODES), "the schema's `modes` must list every rung"
+    assert [m.strip() for m in listed.split(",")] == list(catalog.MODES), "the schema's `modes` must list every mode"
 
 
 def documented_keys(doc: str) -> dict:
@@ -71,6 +72,16 @@ def test_every_figure_has_a_caption_and_a_category():
         assert caption.exists(), f"figure {name} needs its caption {caption}"
         assert f"results/summary/report/{name}.rst" in caption.read_text()
         assert f.category and f.content
+
+
+def test_every_analysis_table_has_a_caption_and_no_caption_is_orphaned():
+    report = REPO / "workflow/report"
+    for name, t in catalog.TABLES.items():
+        assert (report / f"{name}_table.rst").exists(), f"table {name} needs its caption {name}_table.rst"
+        assert t.category and t.content
+    # Every *_table.rst captions a table of the registry (a renamed table leaves none behind).
+    tables = {p.name.removesuffix("_table.rst") for p in report.glob("*_table.rst")}
+    assert tables == set(catalog.TABLES)
 
 
 def test_the_readme_lists_every_figure_of_the_registry_in_its_order():

@@ -85,7 +85,7 @@ def test_command_line_lists_keep_their_types(mirror, tmp_path):
     url, md5 = mirror
     args = ["-n", "--config", "batch_sizes=[8,64]", "model={lr: 0.25}", "modes=[manual]"]
     proc = snakemake(tmp_path, tiny_config(url, md5), *args)
-    assert "results/runs/cpu/manual/bs64/r0.csv" in proc.stdout
+    assert "results/runs/cpu/mlp-16-16/manual/bs64/r0.csv" in proc.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this host has CUDA")

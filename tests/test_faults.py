@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from conftest import closed_port, jobs, own_workdir, snakemake, tiny_config
-from mnistbench import BenchError, data, files, kernel, ladder, synthetic, worker
+from mnistbench import BenchError, catalog, data, files, kernel, synthetic, worker
 from mnistbench.jobs import INTERRUPTED
 
 PKG = str(Path(data.__file__).parents[1])
-RUN = "results/runs/cpu/module/bs64/r0.csv"
+RUN = "results/runs/cpu/mlp-16-16/module/bs64/r0.csv"
 
 
 def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, prepared):
@@ -129,8 +129,8 @@ def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, prepared):
     (its warm worker's run with it) and writes nothing; a plain rerun completes."""
     url, md5, tmp_path = *mirror, prepared
     cfg = tiny_config(url, md5, modes=["seed"], batch_sizes=[1], train_samples=256, epochs=40)
-    run = "results/runs/cpu/seed/bs1/r0.csv"
-    log = tmp_path / "logs/train/cpu/seed/bs1_r0.log"
+    run = "results/runs/cpu/mlp-16-16/seed/bs1/r0.csv"
+    log = tmp_path / "logs/train/cpu/mlp-16-16/seed/bs1_r0.log"
     (tmp_path / "config.yaml").write_text(__import__("yaml").safe_dump(cfg))
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(PKG).parents[1] / "Snakefile")]
     cmd += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", run]
@@ -152,7 +152,7 @@ def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, prepared):
 
 def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatch):
     monkeypatch.setenv("CC", "/bin/false")
-    why = ladder.why_not("kernel", "cpu")
+    why = catalog.why_not("kernel", "cpu")
     assert why == "kernel needs a C compiler that builds kernel.c (/bin/false could not build kernel.c: exit status 1)"
 
 
@@ -160,7 +160,7 @@ def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatc
 def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, prepared, monkeypatch):
     url, md5, tmp_path = *mirror, prepared
     cfg = tiny_config(url, md5, modes=["module", "kernel"], batch_sizes=[64], epochs=1)
-    runs = ["results/runs/cpu/kernel/bs64/r0.csv", "results/runs/cpu/module/bs64/r0.csv"]
+    runs = ["results/runs/cpu/mlp-16-16/kernel/bs64/r0.csv", "results/runs/cpu/mlp-16-16/module/bs64/r0.csv"]
     snakemake(tmp_path, cfg, *runs)
     monkeypatch.setenv("CC", "/bin/false")  # kernel pairs leave the grid; nothing else reruns
     planned = jobs(snakemake(tmp_path, cfg, "-n"))

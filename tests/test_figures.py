@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 from mnistbench import analysis, catalog, figures, words
-from mnistbench.modes import MODES as LADDER
+from mnistbench.catalog import MODES as LADDER
 from test_analysis import GRID, synthetic_runs, transfer_table
 
 MODES = ["manual", "module", "dataloader"]
@@ -43,6 +43,7 @@ def epochs_for(runs: pd.DataFrame) -> pd.DataFrame:
                     host=r.host,
                     machine=r.machine,
                     device=r.device,
+                    model=r.model,
                     mode=r["mode"],
                     batch_size=r.batch_size,
                     repeat=r["repeat"],
@@ -64,6 +65,7 @@ def profile_for(devices=("cpu", "cuda"), sizes=(1, 4096)) -> pd.DataFrame:
                 row = dict(
                     host="h1",
                     device=d,
+                    model="mlp-16-16",
                     mode=m,
                     batch_size=b,
                     status="ok",
@@ -198,13 +200,21 @@ def test_accuracy_panels_lines_and_target():
     runs = runs[runs.batch_size.isin([16, 256])]
     fig = figures.accuracy(epochs_for(runs), runs, target=0.9)
     axes = [ax for ax in fig.axes if ax.get_title()]
-    assert [ax.get_title() for ax in axes] == ["batch 16", "batch 256"]
+    assert [ax.get_title() for ax in axes] == ["cpu", "cuda"]  # a panel per device (one network, one host)
     ax = axes[0]
     assert ax.get_xlabel().startswith("training time") and ax.get_ylabel() == "test accuracy"
     curves = [line for line in ax.lines if len(line.get_xdata()) == 2 and list(line.get_ydata()) != [0.9, 0.9]]
-    assert len(curves) == len(MODES) * 2  # device x mode, one point per epoch
+    assert len(curves) == len(MODES) * 2  # batch size x mode, one point per epoch
     assert any(line.get_linestyle() == "--" and list(line.get_ydata()) == [0.9, 0.9] for line in ax.lines)
-    assert set(MODES) | {"cpu", "cuda", "target 0.9"} <= legend_texts(fig)
+    assert set(MODES) | {"batch 16", "batch 256", "target 0.9"} <= legend_texts(fig)
+
+
+def test_accuracy_one_panel_per_network():
+    runs = pd.concat([runs_for(("cpu",)), synthetic_runs({("cpu", "module", "mlp-300"): (50.0, 2.0)})])
+    runs = runs[runs.batch_size == 16]
+    fig = figures.accuracy(epochs_for(runs), runs, target=0.9)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["test accuracy — mlp-16-16", "test accuracy — mlp-300"]  # the smaller network first
 
 
 def test_accuracy_ignores_failed_runs():
@@ -283,6 +293,7 @@ def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatc
         "speedup": analysis.speedup(runs),
         "profile": profile_for(),
         "ladder": analysis.ladder(ladder_runs()),
+        "map": analysis.network_map(runs),
     }
     assert set(catalog.inputs()) <= set(tables), "a figure reads a table this test does not build"
     inp = {}
@@ -315,12 +326,12 @@ def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatc
 
 
 def ladder_runs(devices=("cpu", "cuda")) -> pd.DataFrame:
-    """Rungs with known lines: the beginner's code slow, every later rung faster; on cuda a large
+    """Modes with known lines: the beginner's code slow, every later mode faster; on cuda a large
     fixed cost per step and a tiny cost per sample."""
     truth = {}
-    rungs = ["seed", "manual", "module", "kernel", "cudagraph"]
+    modes = ["seed", "manual", "module", "kernel", "cudagraph"]
     for d in devices:
-        for i, m in enumerate(rungs):
+        for i, m in enumerate(modes):
             if (d == "cpu" and m == "cudagraph") or (d == "cuda" and m == "kernel"):
                 continue
             truth[(d, m)] = (1000.0 / (i + 1), 2.0 / (i + 1)) if d == "cpu" else (3000.0 / (i + 1), 0.05)
@@ -335,17 +346,17 @@ def test_ladder_bars_order_labels_and_title(devices):
     axes = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title() for ax in axes] == ["batch 1", "batch 4096"]  # smallest and largest batch
     for ax, point in zip(axes, ("smallest", "largest")):
-        rungs = [t.get_text() for t in ax.get_xticklabels()]
-        assert rungs == in_ladder_order(set(lad["mode"]))  # the ladder's order, left to right
+        modes = [t.get_text() for t in ax.get_xticklabels()]
+        assert modes == in_ladder_order(set(lad["mode"]))  # the ladder's order, left to right
         bars = [b for b in ax.patches if b.get_gid()]
         want = lad[lad.point == point]
-        assert len(bars) == len(want)  # one bar per device x rung that ran
+        assert len(bars) == len(want)  # one bar per device x mode that ran
         for bar in bars:
             device, mode = bar.get_gid().split("|")
             rate = want[(want.device == device) & (want["mode"] == mode)].samples_per_s.iloc[0]
             assert bar.get_height() == pytest.approx(rate)
             centre = bar.get_x() + bar.get_width() / 2
-            assert abs(centre - rungs.index(mode)) < 0.5  # standing over its rung's tick
+            assert abs(centre - modes.index(mode)) < 0.5  # standing over its mode's tick
         factors = [t.get_text() for t in ax.texts]
         assert "1×" in factors and len(factors) == len(bars)  # seed's own bar says 1×, every bar a factor
         seed_cpu = want[(want.device == "cpu") & (want["mode"] == "seed")].samples_per_s.iloc[0]

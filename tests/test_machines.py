@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import snakemake, tiny_config
-from mnistbench import aggregate, analysis, env, machines, words
+from mnistbench import aggregate, analysis, env, figures, machines, spec, words
 
 EPYC = "AMD EPYC 9654, 8 threads; torch 2.11.0"
 XEON = "Intel Xeon Platinum 8480+, 8 threads; torch 2.11.0"
@@ -19,10 +19,22 @@ SIZES = [1, 16, 256, 4096]
 COST = {"cpu": (40.0, 2.0), "cuda": (300.0, 0.01)}
 
 
-def rows(machine, hosts, device="cpu", modes=("module",), sizes=SIZES, repeats=2, scale=1.0, seed=0):
-    """Runs of one machine; repeat r runs on hosts[r % len(hosts)] (a cluster spreads them)."""
+def rows(
+    machine,
+    hosts,
+    device="cpu",
+    modes=("module",),
+    sizes=SIZES,
+    repeats=2,
+    scale=1.0,
+    seed=0,
+    network="mlp-16-16",
+    cost=None,
+):
+    """Runs of one machine; repeat r runs on hosts[r % len(hosts)] (a cluster spreads them).
+    `cost`: (a, b) in µs, the device kind's COST unless given."""
     rng = np.random.default_rng(seed)
-    a, b = COST[device]
+    a, b = cost or COST[device]
     out = []
     for mode in modes:
         for bs in sizes:
@@ -34,6 +46,8 @@ def rows(machine, hosts, device="cpu", modes=("module",), sizes=SIZES, repeats=2
                         machine=machine,
                         device=device,
                         device_name=machines.short(machine),
+                        model=network,
+                        flop_per_sample=spec.network(network).flop_per_sample(),
                         mode=mode,
                         batch_size=bs,
                         repeat=r,
@@ -53,7 +67,7 @@ def rows(machine, hosts, device="cpu", modes=("module",), sizes=SIZES, repeats=2
 
 def analyse(runs):
     empty_transfer = pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds", "gb_per_s"])
-    prof, env_ = pd.DataFrame(columns=["host", "mode", "status"]), pd.DataFrame(columns=["host", "device"])
+    prof, env_ = pd.DataFrame(columns=["host", "model", "mode", "status"]), pd.DataFrame(columns=["host", "device"])
     return analysis.analyse(runs, empty_transfer, prof, env_, {"quality": {"use": ["ok"]}})
 
 
@@ -139,7 +153,40 @@ def test_no_cpu_run_leaves_the_gpu_without_basis(n):
         runs = pd.concat([runs, rows(H100, ["gpu02"], device="cuda")], ignore_index=True)
     assert machines.basis(runs) == {H100: None}
     cross = analyse(runs)[0]["crossover"]
-    assert cross["note"].str.startswith("no cpu run of module").all()
+    assert cross["note"].str.startswith("no cpu run of mlp-16-16 module").all()
+
+
+def test_the_map_names_the_batch_from_which_the_gpu_wins_for_each_network():
+    """Four networks on a cpu machine and on a GPU machine: the cpu's cost per sample grows with
+    the network's arithmetic, the GPU's is tiny beside a large fixed cost per step. The map puts
+    the GPU's first winning batch size where the lines say (300 + b·g < 40 + b·c), with its
+    interval, and says it in one sentence per network; the figure draws it."""
+    grid = [1, 4, 16, 64, 256, 1024, 4096]
+    nets = {"mlp-16-16": 256, "mlp-256": 16, "mlp-1024-1024": 4, "mlp-4096": 1}
+    parts = []
+    for i, net in enumerate(nets):
+        flop = spec.network(net).flop_per_sample()
+        parts.append(rows(EPYC, ["cpu01"], network=net, sizes=grid, repeats=3, seed=i, cost=(40.0, flop / 40e3)))
+        gpu = (300.0, 0.002 + flop / 2e7)
+        parts.append(rows(H100, ["gpu01"], device="cuda", network=net, sizes=grid, repeats=3, seed=9 + i, cost=gpu))
+    tables, _ = analyse(pd.concat(parts, ignore_index=True))
+    m = tables["map"]
+    wins = m[m["device"] == "cuda"].drop_duplicates("model").set_index("model")
+    assert list(wins.index) == list(nets)  # the smallest network first
+    for net, first in nets.items():
+        r = wins.loc[net]
+        assert r["wins_from"] == first and r["wins_from_lo"] <= first <= r["wins_from_hi"], r
+        assert r["verdict"] == ("faster at every batch size" if first == 1 else "slower below, faster above")
+    lines = words.per_network_lines(tables)
+    assert len(lines) == len(nets)
+    for line, (net, first) in zip(lines, nets.items()):
+        assert line.startswith(f"{net} (") and f"cuda's best mode beats the cpu's from batch {first}" in line, line
+    fig = figures.map_(m)
+    (ax,) = [a for a in fig.axes if a.get_title()]
+    assert ax.get_title() == "best cuda over best cpu"
+    edges = [line for line in ax.lines if line.get_gid() == "crossover"]
+    assert [line.get_xdata()[0] for line in edges] == [grid.index(b) for b in nets.values()]
+    assert "mlp-16-16 from batch 256" in fig._suptitle.get_text()
 
 
 TRAIN_JOB = re.compile(r"rule train:.*?wildcards: device=(\S+),.*?resources: ([^\n]*)", re.S)

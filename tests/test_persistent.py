@@ -1,4 +1,4 @@
-"""The `persistent` rung's Triton kernels (mnistbench/persistent.py) track float64 autograd SGD.
+"""The `persistent` mode's Triton kernels (mnistbench/persistent.py) track float64 autograd SGD.
 
 Where cuda is present the kernels run compiled, in this process. Elsewhere they run in Triton's
 interpreter on cpu tensors, in a subprocess started with TRITON_INTERPRET=1. Triton 3.8 reads
@@ -73,7 +73,7 @@ def inputs(c):
     n = c["batch"] * c["steps"]
     x = torch.rand(n, 784, generator=g)
     y = torch.randint(0, 10, (n,), generator=g)
-    return model.init_params(c["init"], c["seed"]), x, y, F.one_hot(y, 10).float()
+    return model.init_params(persistent.NETWORK, c["init"], c["seed"]), x, y, F.one_hot(y, 10).float()
 
 
 def run(c, device):
@@ -136,9 +136,9 @@ def results(tmp_path_factory):
 def test_kernels_track_the_float64_reference(c, results):
     p0, ref = reference(c)
     got = results(c)
-    moved = max(float((ref[k] - p0[k].double()).abs().max()) for k in model.NAMES)
+    moved = max(float((ref[k] - p0[k].double()).abs().max()) for k in persistent.NAMES)
     assert moved > 20 * UPDATE_TOL["atol"], moved  # the reference really trained
-    for k in model.NAMES:
+    for k in persistent.NAMES:
         torch.testing.assert_close(got[k].double(), ref[k], **TOL, msg=f"{c['id']} {k}")
         start = p0[k].double()
         torch.testing.assert_close(got[k].double() - start, ref[k] - start, **UPDATE_TOL, msg=f"{c['id']} {k} update")
@@ -272,7 +272,7 @@ def test_fused_step_replays_in_a_cuda_graph():
         st.copy_(t[i * b : (i + 1) * b])
         graph.replay()
     _, ref = reference(c)
-    for k in model.NAMES:
+    for k in persistent.NAMES:
         torch.testing.assert_close(p[k].cpu().double(), ref[k], **TOL, msg=k)
 
 

@@ -8,15 +8,16 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, job_stats, snakemake, tiny_config, with_data
-from mnistbench import data, devices, train, words
-from mnistbench.ladder import MODES, exists
+from mnistbench import data, devices, spec, train, words
+from mnistbench.catalog import MODES, exists
 
 RUN_COLUMNS = (
-    "host device device_name mode batch_size repeat status message epochs train_samples steps "
+    "host device device_name model mode batch_size repeat status message epochs train_samples steps "
     "step_time_median_s samples_per_s first_epoch_s steady_epoch_s total_train_s final_loss "
     "test_accuracy threads torch_version time_to_target_s setup_s"
 ).split()
 ALL_MODES = list(MODES)
+SEED = spec.build(train.DEFAULTS, "mlp-16-16")  # the default network: the only one of this grid
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +36,13 @@ def test_runs_csv_has_every_run_and_column(run):
     runs = pd.read_csv(wd / "results/summary/runs.csv")
     assert set(RUN_COLUMNS) <= set(runs.columns)
     here = devices.available()
-    expected = {(d, m, b) for d in here for m in ALL_MODES if exists(m, d) for b in cfg["batch_sizes"]}
+    expected = {(d, m, b) for d in here for m in ALL_MODES if exists(m, d, SEED) for b in cfg["batch_sizes"]}
     assert set(zip(runs.device, runs["mode"], runs.batch_size)) == expected
+    assert (
+        set(runs.model) == {"mlp-16-16"}
+        and (runs.flop_per_sample == 52_672).all()
+        and (runs.parameters == 13_002).all()
+    )
     assert len(runs) == len(expected) * cfg["repeats"]
 
 
@@ -44,7 +50,7 @@ def test_every_cpu_mode_is_ok_and_learns(run):
     wd, cfg, _, _ = run
     runs = pd.read_csv(wd / "results/summary/runs.csv")
     cpu = runs[runs.device == "cpu"]
-    assert set(cpu["mode"]) == {m for m in ALL_MODES if exists(m, "cpu")}
+    assert set(cpu["mode"]) == {m for m in ALL_MODES if exists(m, "cpu", SEED)}
     bad = cpu[cpu.status != "ok"]
     assert bad.empty, bad[["mode", "batch_size", "status", "message"]].to_string()
     assert (cpu.samples_per_s > 0).all() and (cpu.step_time_median_s > 0).all()
@@ -73,8 +79,8 @@ def test_left_out_pairs_are_listed_not_failed(run):
     wd, _, _, _ = run
     left = pd.read_csv(wd / "results/summary/left_out.csv")
     here = devices.available()
-    expected = {(d, m) for d in here for m in ALL_MODES if not exists(m, d)}
-    assert set(zip(left.device, left["mode"])) == expected
+    expected = {(d, m) for d in here for m in ALL_MODES if not exists(m, d, SEED)}
+    assert set(zip(left.device, left["mode"])) == expected and set(left.model) <= {"mlp-16-16"}
     if "cuda" not in here:
         assert ("cpu", "cudagraph") in expected
     assert left.reason.str.len().gt(0).all()
@@ -87,7 +93,7 @@ def test_summary_medians_iqrs_and_agreement_of_the_repeats(run):
     summary = pd.read_csv(wd / "results/summary/summary.csv")
     runs = pd.read_csv(wd / "results/summary/runs.csv")
     ok = runs[runs.status == "ok"]
-    keys = ["host", "device", "mode", "batch_size"]
+    keys = ["host", "device", "model", "mode", "batch_size"]
     assert len(summary) == len(runs.groupby(keys))
     spread_limit = train.DEFAULTS["quality"]["repeat_spread"]  # the config leaves it at its default
     agree = {True: 0, False: 0}
@@ -116,7 +122,7 @@ def test_transfer_measured_for_every_device(run):
 
 def test_train_logs_show_per_epoch_progress(run):
     wd, cfg, _, _ = run
-    log = (wd / "logs/train/cpu/module/bs8_r0.log").read_text()
+    log = (wd / "logs/train/cpu/mlp-16-16/module/bs8_r0.log").read_text()
     assert "epoch 1/2" in log and "epoch 2/2" in log and "test accuracy" in log
 
 
@@ -135,7 +141,7 @@ def test_dry_run_plans_every_rule_once_per_job_it_needs(mirror, tmp_path):
     cfg = tiny_config(url, md5, repeats=2)
     planned = job_stats(snakemake(tmp_path, cfg, "-n"))
     here = devices.available()
-    pairs = [(d, m) for d in here for m in cfg["modes"] if exists(m, d)]
+    pairs = [(d, m) for d in here for m in cfg["modes"] if exists(m, d, SEED)]
     assert planned == {
         "download_mnist": 1,
         "preload": 1,

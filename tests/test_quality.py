@@ -82,7 +82,7 @@ def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
     cfg["quality"] = dict(Q)
 
     def run(mode):
-        return train.train(cfg, tensors, "cpu", mode, 1, 0, log=lambda m: None)[0]
+        return train.train(cfg, tensors, "cpu", "mlp-16-16", mode, 1, 0, log=lambda m: None)[0]
 
     run("manual")  # the grid starts on whatever machine the test has
     procs = hog(120)
@@ -103,7 +103,7 @@ def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
 def test_a_run_with_few_timed_steps_says_so(tensors):
     cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=512, test_samples=64, warmup_steps=2, epochs=1, retime=2)
     cfg["quality"] = dict(Q)
-    row, record = train.train(cfg, tensors, "cpu", "manual", 128, 0, log=lambda m: None)
+    row, record = train.train(cfg, tensors, "cpu", "mlp-16-16", "manual", 128, 0, log=lambda m: None)
     assert row["quality"] == "few_steps" and row["attempts"] == 1 and "raise train_samples" in row["quality_note"]
     assert len(record["attempts"]) == 1 and "evidence" in record["attempts"][0]
 
@@ -125,7 +125,7 @@ def test_a_retime_that_fails_keeps_the_earlier_timing(tensors, monkeypatch):
         return build(*args, **kw)
 
     monkeypatch.setattr(runner, "build", second_fails)
-    row, record = train.train(cfg, tensors, "cpu", "manual", 16, 0, log=lambda m: None)
+    row, record = train.train(cfg, tensors, "cpu", "mlp-16-16", "manual", 16, 0, log=lambda m: None)
     assert row["status"] == "ok" and row["attempts"] == 2 and row["samples_per_s"] > 0, row
     assert [a["status"] for a in record["attempts"]] == ["ok", "oom"]
     assert row["quality"] == "noisy" and "attempt 2: oom" in row["quality_note"], row["quality_note"]
@@ -146,7 +146,15 @@ def test_each_repeat_index_trains_in_its_own_process(tensors, tmp_path, monkeypa
     (tmp_path / "results").mkdir()
     shutil.copy(tensors, tmp_path / "t.pt")  # a worker reads only files of the working directory
     cfg = dict(train.DEFAULTS, min_timed_s=0, retime=0, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
-    req = dict(cfg=cfg, data_path=str(tmp_path / "t.pt"), device="cpu", mode="manual", batch_size=64, repeat=0)
+    req = dict(
+        cfg=cfg,
+        data_path=str(tmp_path / "t.pt"),
+        device="cpu",
+        network="mlp-16-16",
+        mode="manual",
+        batch_size=64,
+        repeat=0,
+    )
     pid = {}
     for r in (0, 1, 0):
         _, record = worker.train(dict(req, repeat=r), worker.socket_for(r))

@@ -52,7 +52,7 @@ REPEATS = 2
 TRAIN_JOBS = len(MODES) * len(BATCH_SIZES) * REPEATS
 TIMED_JOBS = TRAIN_JOBS + 1
 assert TIMED_JOBS <= len(CPU_NODES)
-CUDA_TARGETS = {m: f"results/runs/cuda@{m}/module/bs16/r0.csv" for m in GPU_MODELS}
+CUDA_TARGETS = {m: f"results/runs/cuda@{m}/mlp-16-16/module/bs16/r0.csv" for m in GPU_MODELS}
 CUDA_LINE = "CUDA not available on this host for device 'cuda'"
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL"}
 SACCT_FIELDS = ["JobID", "JobName", "NodeList", "Partition", "State", "ExitCode", "ReqTRES", "AllocTRES", "Comment"]
@@ -284,7 +284,7 @@ def job_stats(out: str) -> Counter:
 
 
 def rule_of(comment: str) -> str:
-    """'rule_train_wildcards_cpu_module_64_0' -> 'train' (the plugin's job comment)."""
+    """'rule_train_wildcards_cpu_mlp-16-16_module_64_0' -> 'train' (the plugin's job comment)."""
     return re.match(r"rule_(.*?)(?:_wildcards_|$)", comment).group(1)
 
 
@@ -397,7 +397,9 @@ def test_every_job_is_a_slurm_job_that_completed(cpu_run):
     del planned["all"]
     assert Counter(jobs.Comment.map(rule_of)) == planned, table
     train = {c for c in jobs.Comment if rule_of(c) == "train"}
-    expected = {f"rule_train_wildcards_cpu_{m}_{b}_{r}" for m in MODES for b in BATCH_SIZES for r in range(REPEATS)}
+    expected = {
+        f"rule_train_wildcards_cpu_mlp-16-16_{m}_{b}_{r}" for m in MODES for b in BATCH_SIZES for r in range(REPEATS)
+    }
     assert train == expected, table
     assert (jobs.State == "COMPLETED").all() and (jobs.ExitCode == "0:0").all(), table
     # Snakemake submitted each of them itself, and ran nothing locally but `all`.
@@ -502,7 +504,7 @@ def test_each_gpu_model_lands_on_its_node_and_fails_clearly(cuda_run):
         # The reason is the project's one clear line: in the job's Slurm log, in the rule's log,
         # and (the profile's show-failed-logs) in Snakemake's own output on the submit host.
         assert CUDA_LINE in slurm_log(wd, job.JobID).read_text(errors="replace")
-        assert CUDA_LINE in (wd / f"logs/train/cuda@{model}/module/bs16_r0.log").read_text()
+        assert CUDA_LINE in (wd / f"logs/train/cuda@{model}/mlp-16-16/module/bs16_r0.log").read_text()
         assert not list((wd / "results" / "runs" / f"cuda@{model}").glob("**/*.csv"))
     assert CUDA_LINE in out, out[-6000:]
 

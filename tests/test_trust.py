@@ -143,6 +143,8 @@ def test_check_settings_names_the_key_and_allows_grid_axes():
                 batch_size=8,
                 settings=json.dumps({"epochs": 2, "cpu_threads": 0}),
                 code="x",
+                model="mlp-16-16",
+                model_digest="",
             ),
             dict(
                 host="a",
@@ -151,6 +153,8 @@ def test_check_settings_names_the_key_and_allows_grid_axes():
                 batch_size=64,
                 settings=json.dumps({"epochs": 2, "cpu_threads": 0}),
                 code="x",
+                model="mlp-16-16",
+                model_digest="",
             ),
             dict(
                 host="b",
@@ -159,6 +163,8 @@ def test_check_settings_names_the_key_and_allows_grid_axes():
                 batch_size=64,
                 settings=json.dumps({"epochs": 2, "cpu_threads": 8}),
                 code="y",
+                model="mlp-16-16",
+                model_digest="",
             ),
         ]
     )
@@ -172,6 +178,12 @@ def test_check_settings_names_the_key_and_allows_grid_axes():
     bad.loc[1, "code"] = "z"
     with pytest.raises(BenchError, match="host a were made by different code"):
         aggregate.check_settings(bad)
+    # A user's module: its runs on every host must come from one version of its file.
+    mine = base.assign(model="net.py:Net", model_digest="a" * 64)
+    assert aggregate.check_settings(mine) == notes
+    mine.loc[2, "model_digest"] = "b" * 64
+    with pytest.raises(BenchError, match="runs of model net.py:Net were made from different versions of its file"):
+        aggregate.check_settings(mine)
 
 
 # --- 2: indexed GPUs ----------------------------------------------------------------------------
@@ -184,7 +196,7 @@ def test_indexed_gpus_reach_every_path_by_their_slug(mirror, tmp_path, devices):
     out = proc.stdout + proc.stderr
     for d in devices:
         slug = d.replace(":", "")
-        assert f"results/profile/{slug}.csv" in out and f"results/runs/{slug}/cudagraph/bs64/r0.csv" in out
+        assert f"results/profile/{slug}.csv" in out and f"results/runs/{slug}/mlp-16-16/cudagraph/bs64/r0.csv" in out
     assert "results/runs/cuda:" not in out and "results/profile/cuda:" not in out
     assert "MissingInputException" not in out
 
@@ -230,7 +242,7 @@ def test_a_blown_up_run_is_diverged_and_left_out(tmp_path):
     data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=128, test_samples=32, warmup_steps=1, epochs=1, retime=0)
     cfg["model"] = dict(cfg["model"], lr=1e6)
-    row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "module", 8, 0, log=lambda m: None)
+    row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lower model.lr" in row["message"], row["message"]
     assert row["final_loss"] > 10 * row["initial_loss"]
     from mnistbench import analysis
@@ -356,9 +368,9 @@ def test_warm_worker_no_trains_in_the_job(finished, mirror, prepared):
     assert (done.stdout + done.stderr).count("(warm worker)") == n_runs(finished[2])
     url, md5 = mirror
     cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual"], batch_sizes=[64])
-    proc = snakemake(prepared, cfg, "results/runs/cpu/manual/bs64/r0.csv", "--config", "warm_worker=No")
+    proc = snakemake(prepared, cfg, "results/runs/cpu/mlp-16-16/manual/bs64/r0.csv", "--config", "warm_worker=No")
     assert jobs(proc) == ["train"] and "(warm worker)" not in proc.stderr
-    (row,) = pd.read_csv(prepared / "results/runs/cpu/manual/bs64/r0.csv").to_dict("records")
+    (row,) = pd.read_csv(prepared / "results/runs/cpu/mlp-16-16/manual/bs64/r0.csv").to_dict("records")
     assert row["status"] == "ok"
 
 
@@ -381,6 +393,6 @@ def test_what_a_mode_prints_reaches_the_job_log(mirror, prepared):
         )
     )
     cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual"], batch_sizes=[64])
-    assert jobs(snakemake(tmp_path, cfg, "results/runs/cpu/manual/bs64/r0.csv", repo=repo)) == ["train"]
-    log = (tmp_path / "logs/train/cpu/manual/bs64_r0.log").read_text()
+    assert jobs(snakemake(tmp_path, cfg, "results/runs/cpu/mlp-16-16/manual/bs64/r0.csv", repo=repo)) == ["train"]
+    log = (tmp_path / "logs/train/cpu/mlp-16-16/manual/bs64_r0.log").read_text()
     assert "hello from the manual mode" in log and "epoch 2/2" in log

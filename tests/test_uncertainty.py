@@ -85,7 +85,16 @@ def grid_runs(rng, combos=60, n=3):
     for c in range(combos):
         meds, cells = process_runs(n, rng, centre=1e-4 * (1 + c))
         for r, (m, cell) in enumerate(zip(meds, cells)):
-            row = dict(host="vm", device="cpu", mode=f"m{c}", batch_size=16, repeat=r, status="ok", quality="ok")
+            row = dict(
+                host="vm",
+                device="cpu",
+                model="mlp-16-16",
+                mode=f"m{c}",
+                batch_size=16,
+                repeat=r,
+                status="ok",
+                quality="ok",
+            )
             rows.append(dict(row, step_time_median_s=m, step_time_blocks_s=cell))
     return pd.DataFrame(rows)
 
@@ -199,6 +208,8 @@ def runs_of(truth: dict, repeats=3, sigma=0.08, seed=0) -> pd.DataFrame:
                         host="h1",
                         device=device,
                         device_name=device,
+                        model="mlp-16-16",
+                        flop_per_sample=52_672,
                         mode=mode,
                         batch_size=bs,
                         repeat=r,
@@ -236,7 +247,7 @@ def test_every_derived_number_has_an_interval_that_contains_it():
 
 
 def test_ranks_only_what_the_intervals_separate():
-    """Two rungs of the same speed are 'the same within noise'; a 3x faster one is ranked."""
+    """Two modes of the same speed are 'the same within noise'; a 3x faster one is ranked."""
     truth = {("cpu", "seed"): (200, 5), ("cpu", "manual"): (200, 5), ("cpu", "module"): (60, 1.5)}
     spd = analysis.speedup(runs_of(truth, sigma=0.05))
     mode = spd[spd["kind"] == "mode"].set_index(["mode", "batch_size"])
@@ -251,9 +262,10 @@ def test_headline_and_figures_show_the_intervals():
     runs = runs_of(truth)
     lad = analysis.ladder(runs)
     spd = analysis.speedup(runs)
-    cross = analysis.crossover(analysis.fits(runs), runs)
-    env = pd.DataFrame(columns=["host", "device", "arithmetic_limit_us"])
-    tables = dict(ladder=lad, crossover=cross, speedup=spd, environment=env, profile=pd.DataFrame())
+    fit = analysis.fits(runs)
+    cross = analysis.crossover(fit, runs)
+    env = pd.DataFrame(columns=["host", "device", "fma_gflops"])
+    tables = dict(ladder=lad, crossover=cross, speedup=spd, fits=fit, environment=env, profile=pd.DataFrame())
     head = " ".join(words.headline(tables))
     module = lad[(lad["device"] == "cpu") & (lad["point"] == "smallest") & (lad["mode"] == "module")].iloc[0]
     assert words.with_ci(module["over_seed"], module["over_seed_lo"], module["over_seed_hi"], words.times) in head
@@ -287,12 +299,14 @@ def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(ten
     cfg = copy.deepcopy(train.DEFAULTS)
     cfg.update(train_samples=512, test_samples=100, epochs=2, warmup_steps=2, retime=0)
     cfg["quality"]["max_other_cpu"] = 1e9  # this test is about the epochs, not a busy machine
-    plain, _ = train.train(dict(cfg, min_timed_s=0), tensors, "cpu", "module", 64, 0, log=lambda m: None)
+    plain, _ = train.train(dict(cfg, min_timed_s=0), tensors, "cpu", "mlp-16-16", "module", 64, 0, log=lambda m: None)
     assert plain["status"] == "ok" and plain["timed_epochs"] == 2 and plain["steps"] == 16
 
     monkeypatch.setattr(train, "MAX_EPOCHS", 5)  # a run that cannot reach min_timed_s stops at the cap
     logs = []
-    capped, record = train.train(dict(cfg, min_timed_s=1e4), tensors, "cpu", "module", 64, 0, log=logs.append)
+    capped, record = train.train(
+        dict(cfg, min_timed_s=1e4), tensors, "cpu", "mlp-16-16", "module", 64, 0, log=logs.append
+    )
     assert capped["status"] == "ok" and capped["timed_epochs"] == 5 and capped["steps"] == 40
     assert capped["timed_steps"] == 38 and "under min_timed_s (the cap)" in capped["quality_note"]
     assert capped["test_accuracy"] == plain["test_accuracy"]
@@ -306,7 +320,9 @@ def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(ten
     assert capped["step_time_median_s"] == pytest.approx(np.median(kept))
 
     monkeypatch.setattr(train, "MAX_EPOCHS", 1000)
-    reached, record = train.train(dict(cfg, min_timed_s=0.5), tensors, "cpu", "module", 64, 0, log=lambda m: None)
+    reached, record = train.train(
+        dict(cfg, min_timed_s=0.5), tensors, "cpu", "mlp-16-16", "module", 64, 0, log=lambda m: None
+    )
     assert reached["total_train_s"] >= 0.5 and "min_timed_s" not in reached["quality_note"]
     if reached["timed_epochs"] > 2:  # the configured epochs alone were shorter (on a quiet machine, always)
         assert record["epochs"][-1]["cum_train_s"] < 0.5

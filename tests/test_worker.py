@@ -33,11 +33,20 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the socket path is relative, as in the workflow
     cfg = dict(train.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
     log = tmp_path / "job.log"
-    req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=1, log_path=str(log))
+    req = dict(
+        cfg=cfg,
+        data_path=tensors,
+        device="cpu",
+        network="mlp-16-16",
+        mode="module",
+        batch_size=8,
+        repeat=1,
+        log_path=str(log),
+    )
     row, record = worker.train(req, "w/w.sock", siblings=["w/v.sock"])
     # The other repeat's worker started with this one and listened before this run was timed.
     assert os.stat("w/v.sock").st_mtime < datetime.fromisoformat(row["start_utc"]).timestamp()
-    local, _ = train.train(cfg, tensors, "cpu", "module", 8, 1, log=lambda m: None)
+    local, _ = train.train(cfg, tensors, "cpu", "mlp-16-16", "module", 8, 1, log=lambda m: None)
     assert row["status"] == "ok" and row["final_loss"] == pytest.approx(local["final_loss"], abs=1e-6)
     assert len(records.step_times(record)) == row["steps"] and record["environment"]["threads"] == row["threads"]
     assert "epoch 2/2" in log.read_text()  # progress goes to the job's log
@@ -107,7 +116,15 @@ def long_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=4096, test_samples=32, warmup_steps=1, epochs=6, retime=0)
     log = tmp_path / "job.log"
-    req = dict(cfg=cfg, data_path=str(tmp_path / "t.pt"), device="cpu", mode="seed", batch_size=1, repeat=0)
+    req = dict(
+        cfg=cfg,
+        data_path=str(tmp_path / "t.pt"),
+        device="cpu",
+        network="mlp-16-16",
+        mode="seed",
+        batch_size=1,
+        repeat=0,
+    )
     req["log_path"] = str(log)
     env = dict(os.environ, PYTHONPATH=str(Path(worker.__file__).parents[1]))
 
@@ -187,7 +204,9 @@ def serve_one(folder: Path, tensors: str):
             cfg = dict(
                 train.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1
             )
-            req = dict(cfg=cfg, data_path=tensors, device="cpu", mode="module", batch_size=8, repeat=0)
+            req = dict(
+                cfg=cfg, data_path=tensors, device="cpu", network="mlp-16-16", mode="module", batch_size=8, repeat=0
+            )
             req["log_path"] = str(folder / "job.log")
             worker.train(req, "w/w.sock")
     finally:
@@ -250,7 +269,14 @@ def test_a_bad_request_is_refused_in_one_line_and_the_worker_stays(served, chang
 def test_the_worker_profiles_what_an_in_process_profile_does(served, monkeypatch):
     req, sock = served
     monkeypatch.chdir(sock.parents[1])
-    ask = dict(cfg=req["cfg"], data_path=req["data_path"], device="cpu", modes=["manual", "module"], batch_sizes=[1, 8])
+    ask = dict(
+        cfg=req["cfg"],
+        data_path=req["data_path"],
+        device="cpu",
+        networks=["mlp-16-16"],
+        modes=["manual", "module"],
+        batch_sizes=[1, 8],
+    )
     rows = worker.profile(dict(ask, log_path=req["log_path"]), str(sock))
     local = profiling.profile_device(**ask, log=lambda m: None)
     keys = ["mode", "batch_size", "status", "split", "steps", "threads"]

@@ -1,5 +1,5 @@
 # Helpers and input functions shared by the rules: the grid, device checks, what a run depends
-# on, resources. Names (modes, devices, figures) come from the package's registries.
+# on, resources. Names (modes, tables, figures, devices) come from the package's registries.
 import json
 import os
 import sys
@@ -9,21 +9,42 @@ from pathlib import Path
 # the path of every script job; the Snakefile needs it too).
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
-from mnistbench import BenchError, aggregate, depends, devices as devs, ladder
+from mnistbench import BenchError, aggregate, catalog, depends, devices as devs, spec
 from mnistbench.jobs import CONFIG_ENV, PYTHON_ENV
 
 
 def resolve_modes():
-    """Modes of the grid, in ladder order: `all` is every rung; a list is checked by name."""
+    """Modes of the grid, in the ladder's order: `all` is every mode; a list is checked by name."""
     if config["modes"] == "all":
-        return list(ladder.MODES)
-    unknown = [m for m in config["modes"] if m not in ladder.MODES]
+        return list(catalog.MODES)
+    unknown = [m for m in config["modes"] if m not in catalog.MODES]
     if unknown:
         raise key_error(
             "modes",
-            f"unknown mode {', '.join(map(repr, unknown))} (expected: all, or some of {', '.join(ladder.MODES)})",
+            f"unknown mode {', '.join(map(repr, unknown))} (expected: all, or some of {', '.join(catalog.MODES)})",
         )
-    return [m for m in ladder.MODES if m in config["modes"]]
+    return [m for m in catalog.MODES if m in config["modes"]]
+
+
+def resolve_networks():
+    """{results folder: spec.Spec} of the grid's networks, in the config's order: each `models`
+    entry checked, and no two sharing a folder. A user's module file is only hashed here (no
+    torch): a file that cannot be trained is each of its runs' status."""
+    specs = {}
+    for name in config["models"]:
+        try:
+            s = spec.build(config, name)
+        except spec.BadNetwork as e:
+            raise key_error("models", str(e))
+        other = specs.get(s.network.slug)
+        if other is not None:
+            raise key_error(
+                "models",
+                f"{other.network.name} and {name} would share the results folder {s.network.slug}: "
+                "rename one file or class",
+            )
+        specs[s.network.slug] = s
+    return specs
 
 
 def resolve_devices():
@@ -74,21 +95,28 @@ def check_merge_runs():
 
 DEVICES = resolve_devices()
 MODES = resolve_modes()
+NETWORKS = resolve_networks()
 BATCH_SIZES = config["batch_sizes"]
 REPEATS = list(range(config["repeats"]))
-# Device x mode pairs that cannot exist are left out of the DAG (and listed in the summary).
-PAIRS = [(d, m) for d in DEVICES for m in MODES if ladder.exists(m, d)]
-LEFT_OUT = [
-    (d, m, ladder.why_not(m, d))
+# Device x network x mode combinations that cannot exist are left out of the DAG (and listed,
+# with the reason, in the summary).
+WHY_NOT = {
+    (d, net, m): catalog.why_not(m, d, s)
     for d in DEVICES
+    for net, s in NETWORKS.items()
     for m in MODES
-    if not ladder.exists(m, d)
+}
+GRID = [key for key, why in WHY_NOT.items() if why is None]
+LEFT_OUT = [
+    (d, NETWORKS[net].network.name, m, why)
+    for (d, net, m), why in WHY_NOT.items()
+    if why is not None
 ]
-if not PAIRS:
+if not GRID:
     raise key_error(
         "modes",
-        "no device x mode pair of this grid can exist ("
-        + "; ".join(dict.fromkeys(why for _, _, why in LEFT_OUT))
+        "no device x network x mode of this grid can exist ("
+        + "; ".join(dict.fromkeys(why for *_, why in LEFT_OUT))
         + "): add a mode that runs on "
         + ", ".join(DEVICES),
     )
@@ -98,8 +126,8 @@ check_merge_runs()
 
 def run_files(ext):
     return [
-        f"results/runs/{s}/{m}/bs{b}/r{r}.{ext}"
-        for d, m in PAIRS
+        f"results/runs/{s}/{net}/{m}/bs{b}/r{r}.{ext}"
+        for d, net, m in GRID
         for s in train_slugs(d)
         for b in BATCH_SIZES
         for r in REPEATS
@@ -110,7 +138,12 @@ def run_files(ext):
 # (changing one retimes every run) and a fingerprint of the code that trains and times (editing
 # the analysis or the figures retimes nothing).
 RUN_SETTINGS = depends.settings_json(config)
-RUN_CODE = depends.code_fingerprint()
+RUN_CODE = depends.code_fingerprint("train")
+# A profile job profiles every network: a user's module file is part of what it depends on too.
+PROFILE_CODE = " ".join(
+    [depends.code_fingerprint("profile")]
+    + [s.network.digest for s in NETWORKS.values() if s.network.digest]
+)
 
 
 # A warm worker only where jobs run on this machine (see mnistbench/worker.py): a cluster job
@@ -174,12 +207,19 @@ def forget_corrupt(tensors, checksum):
 
 
 def run_code(wildcards):
-    """The code a run depends on: the package, and for the kernel the compiler that builds it."""
+    """The code a run depends on: the package's that trains and times it, for the kernel the
+    compiler that builds it, and a user's module file (its content's sha256)."""
+    parts = [RUN_CODE, NETWORKS[wildcards.model].network.digest]
     if wildcards.mode == "kernel":
         from mnistbench.kernel import identity
 
-        return f"{RUN_CODE} {identity()}"
-    return RUN_CODE
+        parts.append(identity())
+    return " ".join(p for p in parts if p)
+
+
+def network_of(wildcards):
+    """The `models` entry of a run's results folder."""
+    return NETWORKS[wildcards.model].network.name
 
 
 def later_outputs(wildcards):

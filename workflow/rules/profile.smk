@@ -1,9 +1,9 @@
 # Where a step's time goes and how many ops it dispatches: torch.profiler on a few steps of every
-# mode of a device, at the smallest and the largest batch size. It needs nothing from the train
+# network x mode of a device, at the smallest and the largest batch size. It needs nothing from the train
 # jobs (only the preloaded tensors), and it takes the same `timed_jobs` slot as a train job, so it
 # never runs while a timed run is being measured (the profiler loads the cpu and the GPU).
 # Locally the first repeat's warm worker profiles (torch and the compiler imported there already).
-PROFILED = [devs.slug(d) for d in DEVICES if any(p == d for p, _ in PAIRS)]
+PROFILED = [devs.slug(d) for d in DEVICES if any(g == d for g, _, _ in GRID)]
 
 
 rule profile:
@@ -23,10 +23,15 @@ rule profile:
         **TIMED_RESOURCES,
     params:
         device=device_of,
-        modes=lambda wc: [m for d, m in PAIRS if devs.slug(d) == wc.device],
+        networks=[s.network.name for s in NETWORKS.values()],
+        modes=lambda wc: [
+            m
+            for m in MODES
+            if any(devs.slug(d) == wc.device and g == m for d, _, g in GRID)
+        ],
         batch_sizes=sorted({min(BATCH_SIZES), max(BATCH_SIZES)}),
         settings=RUN_SETTINGS,
-        code=RUN_CODE,
+        code=PROFILE_CODE,
         threads=train_threads(),
         torch_threads=run_threads(),
     script:

@@ -9,7 +9,7 @@
 from mnistbench import catalog
 
 MERGE = config["merge_runs"]
-# The registry: name, category and label of every figure.
+# The registries: name, category and label of every figure and of every analysis table.
 FIGURES = list(catalog.FIGURES)
 FIGURE_OUTPUTS = {
     f.name: report(
@@ -22,6 +22,16 @@ FIGURE_OUTPUTS = {
 }
 # The text beside each figure (its caption includes it), written by `analyse`.
 FIGURE_PAGES = {f"rst_{name}": f"results/summary/report/{name}.rst" for name in FIGURES}
+# The registry of the analysis tables: results/summary/<name>.csv, captioned by <name>_table.rst.
+TABLE_OUTPUTS = {
+    t.name: report(
+        f"results/summary/{t.name}.csv",
+        caption=f"../report/{t.name}_table.rst",
+        category=t.category,
+        labels={"type": "table", "content": t.content},
+    )
+    for t in catalog.TABLES.values()
+}
 
 
 rule aggregate:
@@ -81,42 +91,7 @@ rule analyse:
         code=depends.sources("analysis"),
     output:
         **FIGURE_PAGES,
-        fits=report(
-            "results/summary/fits.csv",
-            caption="../report/fits.rst",
-            category="Throughput",
-            labels={"type": "table", "content": "fits a + b·batch"},
-        ),
-        crossover=report(
-            "results/summary/crossover.csv",
-            caption="../report/crossover.rst",
-            category="Speedup",
-            labels={"type": "table", "content": "crossover batch size"},
-        ),
-        speedup=report(
-            "results/summary/speedup.csv",
-            caption="../report/speedup_table.rst",
-            category="Speedup",
-            labels={"type": "table", "content": "speedup per mode x batch"},
-        ),
-        dataloader=report(
-            "results/summary/dataloader.csv",
-            caption="../report/dataloader.rst",
-            category="Data transfer",
-            labels={"type": "table", "content": "DataLoader transfer share"},
-        ),
-        bandwidth=report(
-            "results/summary/bandwidth.csv",
-            caption="../report/bandwidth_table.rst",
-            category="Data transfer",
-            labels={"type": "table", "content": "copy latency and bandwidth"},
-        ),
-        ladder=report(
-            "results/summary/ladder.csv",
-            caption="../report/ladder_table.rst",
-            category="Ladder",
-            labels={"type": "table", "content": "samples/s per rung"},
-        ),
+        **TABLE_OUTPUTS,
         summary_md="results/summary.md",
         rst_answer="results/summary/report/answer.rst",
     log:

@@ -3,12 +3,13 @@ rule train:
         tensors="results/preload/mnist.pt",
         script=TRAIN_SCRIPT,
     output:
-        row="results/runs/{device}/{mode}/bs{batch_size}/r{repeat}.csv",
-        env="results/runs/{device}/{mode}/bs{batch_size}/r{repeat}.json",
+        row="results/runs/{device}/{model}/{mode}/bs{batch_size}/r{repeat}.csv",
+        env="results/runs/{device}/{model}/{mode}/bs{batch_size}/r{repeat}.json",
     log:
-        "logs/train/{device}/{mode}/bs{batch_size}_r{repeat}.log",
+        "logs/train/{device}/{model}/{mode}/bs{batch_size}_r{repeat}.log",
     wildcard_constraints:
         device=TRAIN_SLUG_PATTERN,
+        model=r"[A-Za-z0-9_.-]+",
         batch_size=r"\d+",
         repeat=r"\d+",
     conda:
@@ -18,6 +19,7 @@ rule train:
         **TIMED_RESOURCES,
     params:
         device=device_of,
+        network=network_of,
         # Rerun triggers: a run is retimed when a setting it depends on or its code changes.
         settings=RUN_SETTINGS,
         code=run_code,
@@ -25,7 +27,7 @@ rule train:
         torch_threads=run_threads(),
     shell:
         '"$MNISTBENCH_PYTHON" {input.script:q} {output.row:q} {output.env:q} {log:q} {input.tensors:q}'
-        " {params.device:q} {wildcards.mode:q} {wildcards.batch_size} {wildcards.repeat}"
+        " {params.device:q} {params.network:q} {wildcards.mode:q} {wildcards.batch_size} {wildcards.repeat}"
         " {params.torch_threads}"
 
 

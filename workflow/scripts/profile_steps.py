@@ -8,7 +8,9 @@ from mnistbench.worker import socket_for, timed_slot
 with job(snakemake) as log:
     p = snakemake.params
     cfg = dict(snakemake.config, cpu_threads=p.torch_threads)
-    args = dict(cfg=cfg, device=p.device, modes=list(p.modes), batch_sizes=list(p.batch_sizes))
+    args = dict(
+        cfg=cfg, device=p.device, networks=list(p.networks), modes=list(p.modes), batch_sizes=list(p.batch_sizes)
+    )
     if cfg["warm_worker"]:
         # Locally, the first repeat's warm worker profiles: torch and the compiler are imported
         # there already, and this job imports no torch. It takes the machine's timed slot as for

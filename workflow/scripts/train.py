@@ -2,9 +2,9 @@
 and writes the row and the record. The train rule runs it as a command, not as a Snakemake
 `script:`: a script job first imports Snakemake (about 0.1 s), and a default grid has 108 jobs.
 
-    python workflow/scripts/train.py ROW RECORD LOG TENSORS DEVICE MODE BATCH_SIZE REPEAT THREADS
+    python workflow/scripts/train.py ROW RECORD LOG TENSORS DEVICE NETWORK MODE BATCH_SIZE REPEAT THREADS
 
-THREADS: the torch threads its rule planned (devices.torch_threads).
+NETWORK: a `models` entry; THREADS: the torch threads its rule planned (devices.torch_threads).
 
 The config comes from the environment (mnistbench/jobs.py, `CONFIG_ENV`), where the Snakefile
 puts it for every job it starts.
@@ -18,13 +18,14 @@ from mnistbench.jobs import config_from_env, job
 from mnistbench.records import write_outputs
 from mnistbench.worker import socket_for, timed_slot
 
-row_path, record_path, log_path, tensors, device, mode, batch_size, repeat, threads = sys.argv[1:]
+row_path, record_path, log_path, tensors, device, network, mode, batch_size, repeat, threads = sys.argv[1:]
 with job(SimpleNamespace(log=[log_path])) as log:
     cfg = dict(config_from_env(), cpu_threads=int(threads))
     args = dict(
         cfg=cfg,
         data_path=os.path.abspath(tensors),
         device=device,
+        network=network,
         mode=mode,
         batch_size=int(batch_size),
         repeat=int(repeat),

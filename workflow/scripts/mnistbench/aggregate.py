@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mnistbench import BenchError, files, uncertainty
+from mnistbench import BenchError, files, schema, uncertainty
 from mnistbench.records import COLUMNS, INTEGER, NUMBER
 
-KEYS = ["machine", "device", "mode", "batch_size"]
+# A combination of the summary: runs pool by the machine they ran on (its hardware), not by host.
+MACHINE_KEYS = ["machine", "device", "model", "mode", "batch_size"]
 # Tables that travel between machines: each file name is the same in every results/summary/.
 TABLES = ("runs", "epochs", "environment", "transfer", "profile")
 ENV_COLUMNS = [
@@ -21,7 +22,7 @@ ENV_COLUMNS = [
     "cpu_model",
     "cores",
     "threads",
-    "arithmetic_limit_us",
+    "fma_gflops",
     "python",
     "torch",
     "torchvision",
@@ -45,8 +46,8 @@ def load_epochs(records) -> pd.DataFrame:
     for rec in records:
         r = rec["row"]
         for e in rec["epochs"]:
-            rows.append(dict({k: r[k] for k in ["host", *KEYS, "repeat"]}, **e))
-    cols = ["host", *KEYS, "repeat", "epoch", "train_s", "cum_train_s", "test_loss", "test_accuracy"]
+            rows.append(dict({k: r[k] for k in ["host", *MACHINE_KEYS, "repeat"]}, **e))
+    cols = ["host", *MACHINE_KEYS, "repeat", "epoch", "train_s", "cum_train_s", "test_loss", "test_accuracy"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -153,12 +154,15 @@ def merge_by_host(sources, log=print) -> tuple[dict, dict]:
     return out, owner
 
 
-def check_settings(runs: pd.DataFrame, host_settings=("cpu_threads",)) -> list[str]:
+def check_settings(runs: pd.DataFrame) -> list[str]:
     """Refuse (BenchError naming the key and the runs) to summarise runs made with different
-    settings; grid axes (host, device, mode, batch size, repeat) may differ. Host-level settings
-    may differ between hosts, not within one. Returns notes on code that differs between hosts."""
+    settings (the keys the schema marks x-run); grid axes (host, device, network, mode, batch
+    size, repeat) may differ. Host-level settings may differ between hosts, not within one; one
+    network's runs must all be of the same module file. Returns notes on code that differs
+    between hosts."""
     if runs.empty:
         return []
+    host_settings = schema.run_keys("host")
     parsed = [json.loads(s) if isinstance(s, str) and s else {} for s in runs["settings"]]
     table = pd.DataFrame(parsed, index=runs.index)
     for key in table.columns:
@@ -177,6 +181,13 @@ def check_settings(runs: pd.DataFrame, host_settings=("cpu_threads",)) -> list[s
                     "rerun the stale runs (snakemake reruns them when their settings change) or drop that "
                     "machine from merge_runs"
                 )
+    digests = runs.groupby("model")["model_digest"].agg(lambda s: sorted(set(s.dropna().astype(str)) - {""}))
+    for name, d in digests.items():
+        if len(d) > 1:
+            raise BenchError(
+                f"the runs of model {name} were made from different versions of its file (sha256 "
+                f"{', '.join(x[:12] for x in d)}); rerun the stale runs or drop that machine from merge_runs"
+            )
     notes = []
     codes = runs.groupby("host")["code"].agg(lambda s: sorted(set(map(str, s))))
     for host, c in codes.items():
@@ -205,13 +216,13 @@ def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 
 
 def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFrame:
-    """Per machine x device x mode x batch size (`host`: the hosts it ran on): median and IQR of
+    """Per machine x device x network x mode x batch size (`host`: the hosts it ran on): median and IQR of
     samples/s over the usable repeats (status ok, timing verdict in `use`) with the 95 % interval
     of the median (`_lo`, `_hi`: over processes and the steps within them; none with one usable
     run), how many runs were usable, and whether the repeats agree (their median step times within
     a factor of repeat_spread)."""
     ok = usable(runs, use)
-    g = ok.groupby(KEYS)
+    g = ok.groupby(MACHINE_KEYS)
     stats = pd.DataFrame(
         {
             "samples_per_s_median": g["samples_per_s"].median(),
@@ -226,19 +237,19 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
     stats["samples_per_s_iqr"] = stats["samples_per_s_q3"] - stats["samples_per_s_q1"]
     # The 95 % interval of the median samples/s over processes (uncertainty.py); none for one run.
     bounds = {
-        key: uncertainty.interval(key[KEYS.index("batch_size")] / uncertainty.medians(drawn))
-        for key, drawn in uncertainty.replicates(ok, KEYS).items()
+        key: uncertainty.interval(key[MACHINE_KEYS.index("batch_size")] / uncertainty.medians(drawn))
+        for key, drawn in uncertainty.replicates(ok, MACHINE_KEYS).items()
     }
     stats["samples_per_s_lo"] = [bounds.get(k, (np.nan, np.nan))[0] for k in stats.index]
     stats["samples_per_s_hi"] = [bounds.get(k, (np.nan, np.nan))[1] for k in stats.index]
-    counts = runs.groupby(KEYS).agg(
+    counts = runs.groupby(MACHINE_KEYS).agg(
         host=("host", lambda s: ",".join(sorted(set(s)))),
         device_name=("device_name", "first"),
         n_runs=("status", "size"),
         statuses=("status", lambda s: ",".join(sorted(set(s)))),
         qualities=("quality", lambda s: ",".join(sorted(set(s.dropna().astype(str)) - {""}))),
     )
-    counts["n_ok"] = ok.groupby(KEYS).size().reindex(counts.index, fill_value=0)
+    counts["n_ok"] = ok.groupby(MACHINE_KEYS).size().reindex(counts.index, fill_value=0)
     out = counts.join(stats, how="left").reset_index()
     out["interval"] = [
         "no usable run" if n == 0 else "one usable run: no interval" if n == 1 else "95 %" for n in out["n_ok"]
@@ -275,7 +286,7 @@ def _run(row_files, env_files, transfer_csv, profile_files, merge_files, left_ou
     # Every merged file is read and checked before anything is written.
     sources = [("this workflow", here)] + [(str(f), siblings(f)) for f in merge_files]
     tables, owner = merge_by_host(sources, log=log)
-    runs = tables["runs"].sort_values(KEYS + ["repeat"], ignore_index=True)
+    runs = tables["runs"].sort_values(MACHINE_KEYS + ["repeat"], ignore_index=True)
     notes = check_settings(runs)
     q = cfg["quality"]
     summary = summarise(runs, q["use"], q["repeat_spread"])
@@ -283,12 +294,12 @@ def _run(row_files, env_files, transfer_csv, profile_files, merge_files, left_ou
     files.write_csv(out.summary, summary)
     for name in TABLES[1:]:
         files.write_csv(out[name], tables[name])
-    files.write_csv(out.left_out, pd.DataFrame(left_out, columns=["device", "mode", "reason"]))
+    files.write_csv(out.left_out, pd.DataFrame(left_out, columns=["device", "model", "mode", "reason"]))
     for host, label in owner.items():
         log(f"host {host}: from {label}")
     for note in notes:
         log(f"note: {note}")
     n_ok = int((summary["n_ok"]).sum())
     log(f"{len(runs)} runs ({n_ok} usable: status ok, timing {', '.join(q['use'])}) in {len(summary)} combinations")
-    for d, m, why in left_out:
-        log(f"left out {d} x {m}: {why}")
+    for d, net, m, why in left_out:
+        log(f"left out {d} x {net} x {m}: {why}")

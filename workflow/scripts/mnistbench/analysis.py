@@ -1,16 +1,21 @@
 """Why the timings look as they do: the numbers, computed from the summary tables (pandas + numpy).
 The words that say them are in words.py.
 
-Only usable runs count (status ok and a timing verdict in `quality.use`):
-- fits: step time = a + b * batch_size per host x device x mode. a is the fixed cost of a step
-  (Python, dispatch, kernel launches, syncs), b the cost of one more sample (the arithmetic).
+Every table is per network (the `model` column) as well. Only usable runs count (status ok and a
+timing verdict in `quality.use`):
+- fits: step time = a + b * batch_size per host x device x network x mode. a is the fixed cost of
+  a step (Python, dispatch, kernel launches, syncs), b the cost of one more sample (the
+  arithmetic); beside b, the network's FLOP per sample and, on the cpu, its arithmetic limit.
 - crossover: the batch size from which each accelerator beats the cpu, per mode, from the fits
   and checked against the measured points.
 - speedup: each accelerator over the cpu (same mode), and each mode over a reference mode.
-- ladder: every rung's samples/s at the smallest and the largest batch size, over the beginner's.
+- map: per network and batch size, the best mode of each device and the best accelerator mode
+  over the best cpu mode, and the batch size from which it wins (the crossover map).
+- ladder: every mode's samples/s at the smallest and the largest batch size, over the beginner's.
 - dataloader: what feeding batches through a DataLoader from host memory costs next to `module`.
 - bandwidth: host->device copies, pinned vs pageable.
 - excluded: the runs left out of all of these, and why; disagreeing repeats.
+The tables are catalog.TABLES; `run` writes each of them.
 
 Every number comes with its 95 % interval (`_lo`, `_hi` columns), computed on the bootstrap
 replicates of uncertainty.py: each derived number is computed again on every replicate of the
@@ -23,30 +28,46 @@ import math
 import numpy as np
 import pandas as pd
 
-from mnistbench import files, machines, uncertainty, words
+from mnistbench import catalog, files, machines, uncertainty, words
 from mnistbench.aggregate import check_settings, succeeded, summarise, usable
+from mnistbench.catalog import MODES
 from mnistbench.devices import HOST, host_first
-from mnistbench.ladder import MODES
 
 BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader batch copies
 REFERENCE_MODES = ("seed", "module", "manual")  # the mode ladder is compared with the first present
-# `host` in these tables is the place a comparison is made (machines.places): a host, or an
-# accelerator's machine beside the cpu machine it is compared with.
-KEYS = ["host", "device", "mode", "batch_size"]
+# A combination as the analysis compares it. `host` in these tables is the place a comparison is
+# made (machines.places): a host, or an accelerator's machine beside the cpu machine it is
+# compared with.
+PLACE_KEYS = ["host", "device", "model", "mode", "batch_size"]
 
 
 # --- the replicates -----------------------------------------------------------------------------
 
 
 def replicates(runs: pd.DataFrame, use=("ok",), stream: str = "") -> dict:
-    """{(host, device, mode, batch_size): drawn runs} of every combination's usable runs (`stream`:
-    uncertainty.replicates)."""
-    return uncertainty.replicates(usable(runs, use), KEYS, stream=stream)
+    """{(host, device, model, mode, batch_size): drawn runs} of every combination's usable runs
+    (`stream`: uncertainty.replicates)."""
+    return uncertainty.replicates(usable(runs, use), PLACE_KEYS, stream=stream)
 
 
-def _reps(reps: dict, host, device, mode, batch_size) -> np.ndarray:
+def networks(runs: pd.DataFrame) -> list:
+    """The networks of these runs, smallest first (by FLOP per training sample, then name)."""
+    if runs.empty:
+        return []
+    flop = pd.to_numeric(runs.get("flop_per_sample", pd.Series(np.nan, index=runs.index)), errors="coerce")
+    size = flop.groupby(runs["model"]).max()
+    return sorted(size.index, key=lambda m: (np.nan_to_num(size[m], nan=np.inf), m))
+
+
+def flops(runs: pd.DataFrame) -> dict:
+    """{network: FLOP per training sample} of these runs (NaN where none recorded it)."""
+    flop = pd.to_numeric(runs.get("flop_per_sample", pd.Series(np.nan, index=runs.index)), errors="coerce")
+    return flop.groupby(runs["model"]).max().to_dict() if len(runs) else {}
+
+
+def _reps(reps: dict, host, device, model, mode, batch_size) -> np.ndarray:
     """Replicates of one combination's median step time (all NaN where it has none)."""
-    drawn = reps.get((host, device, mode, int(batch_size)))
+    drawn = reps.get((host, device, model, mode, int(batch_size)))
     return uncertainty.medians(drawn) if drawn is not None else np.full(uncertainty.N_BOOT, math.nan)
 
 
@@ -139,40 +160,46 @@ def fit_line(x, y) -> dict:
     return out
 
 
+FIT_KEYS = ["host", "device", "model", "mode"]  # one line a + b·batch per combination of these
+
+
 def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> dict:
-    """{(host, device, mode): (a, b) replicates in seconds}: the fit of fit_line made again on
-    every replicate's drawn runs (NaN where a batch size has fewer than two usable runs)."""
+    """{(host, device, model, mode): (a, b) replicates in seconds}: the fit of fit_line made again
+    on every replicate's drawn runs (NaN where a batch size has fewer than two usable runs)."""
     reps = replicates(runs, use) if reps is None else reps
     out = {}
-    for (host, device, mode), g in usable(runs, use).groupby(["host", "device", "mode"], sort=True):
+    for (host, device, model, mode), g in usable(runs, use).groupby(FIT_KEYS, sort=True):
         sizes = sorted(set(g["batch_size"]))
         if len(sizes) < 2:
             continue
-        parts = [reps[(host, device, mode, int(b))] for b in sizes]
+        parts = [reps[(host, device, model, mode, int(b))] for b in sizes]
         Y = np.concatenate(parts, axis=1)
         x = np.concatenate([np.full(p.shape[1], float(b)) for b, p in zip(sizes, parts)])
         if np.isnan(Y).any():
             nan = np.full(len(Y), math.nan)
-            out[(host, device, mode)] = (nan, nan)
+            out[(host, device, model, mode)] = (nan, nan)
         else:
-            out[(host, device, mode)] = uncertainty.fit_many(x, Y)
+            out[(host, device, model, mode)] = uncertainty.fit_many(x, Y)
     return out
 
 
-def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.DataFrame:
-    """Per host x device x mode: a (µs per step), b (µs per sample), their intervals and the
-    fit's quality; `trusted` says whether a sentence may quote it. Combinations without a usable
-    run get a row with a note, not a fit."""
+def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: dict | None = None) -> pd.DataFrame:
+    """Per host x device x network x mode: a (µs per step), b (µs per sample), their intervals and
+    the fit's quality; `trusted` says whether a sentence may quote it. Beside b, the network's
+    FLOP per sample and, on the cpu, its arithmetic limit on one core (`limit_us`, at the
+    place's measured FMA rate, `gflops`: {host: GFLOP/s}). Combinations without a usable run get
+    a row with a note, not a fit."""
     fit_reps = fit_replicates(runs, use) if fit_reps is None else fit_reps
+    flop, gflops = flops(runs), gflops or {}
     rows = []
-    for (host, device, mode), g in runs.groupby(["host", "device", "mode"], sort=True):
+    for (host, device, model, mode), g in runs.groupby(FIT_KEYS, sort=True):
         ok = usable(g, use)
         f = fit_line(ok["batch_size"], ok["step_time_median_s"])
         if ok.empty:
             why = sorted(set(g["status"]) - {"ok"}) or sorted(set(g["quality"].astype(str)))
             f["note"] = f"no successful run with a usable timing (status or timing: {', '.join(why)})"
         a, b = f.pop("a"), f.pop("b")
-        ra, rb = fit_reps.get((host, device, mode), (np.full(1, math.nan), np.full(1, math.nan)))
+        ra, rb = fit_reps.get((host, device, model, mode), (np.full(1, math.nan), np.full(1, math.nan)))
         (a_lo, a_hi), (b_lo, b_hi) = uncertainty.interval(ra * 1e6), uncertainty.interval(rb * 1e6)
         with np.errstate(divide="ignore", invalid="ignore"):  # a replicate with b <= 0 never ends
             bound_lo, bound_hi = uncertainty.interval(np.where(rb > 0, ra / rb, np.where(ra > 0, math.inf, math.nan)))
@@ -181,7 +208,10 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.Da
                 host=host,
                 device=device,
                 device_name=g["device_name"].iloc[0],
+                model=model,
                 mode=mode,
+                flop_per_sample=flop.get(model, math.nan),
+                limit_us=limit_us(flop.get(model, math.nan), gflops.get(host)) if device == HOST else math.nan,
                 a_us=a * 1e6,
                 a_us_lo=a_lo,
                 a_us_hi=a_hi,
@@ -199,7 +229,10 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.Da
         "host",
         "device",
         "device_name",
+        "model",
         "mode",
+        "flop_per_sample",
+        "limit_us",
         "a_us",
         "a_us_lo",
         "a_us_hi",
@@ -222,43 +255,69 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.Da
     return out
 
 
+def limit_us(flop_per_sample, gflops) -> float:
+    """A network's arithmetic limit on one core: µs per training sample at the core's measured
+    peak rate (NaN where either is unknown)."""
+    try:
+        return float(flop_per_sample) / (float(gflops) * 1e3)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return math.nan
+
+
+def place_gflops(runs: pd.DataFrame, env: pd.DataFrame) -> dict:
+    """{place: its cpu's measured peak GFLOP/s per core} (environment.csv, by the hosts its cpu
+    runs ran on)."""
+    if "fma_gflops" not in env.columns or runs.empty:
+        return {}
+    rate = pd.to_numeric(env[env["device"] == HOST].set_index("host")["fma_gflops"], errors="coerce").dropna()
+    out = {}
+    for place, g in runs[runs["device"] == HOST].groupby("host"):
+        hosts = [h for h in g.get("run_host", g["host"]).unique() if h in rate.index]
+        if hosts:
+            out[place] = float(rate[hosts[0]])
+    return out
+
+
 # --- accelerators against the cpu ---------------------------------------------------------------
 
 
 def medians(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
-    """Median step time (s) per host x device x mode x batch size over the usable repeats."""
+    """Median step time (s) per host x device x network x mode x batch size over the usable repeats."""
     ok = usable(runs, use)
-    return ok.groupby(KEYS, as_index=False)["step_time_median_s"].median()
+    return ok.groupby(PLACE_KEYS, as_index=False)["step_time_median_s"].median()
 
 
 def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.DataFrame:
-    """For every accelerator x mode with a cpu run of the same mode on the same host: where the
-    fitted lines cross with its interval (over the fits' replicates; `verdict_share` is the share
-    of replicates with the same verdict), and what the measured points say."""
+    """For every accelerator x network x mode with a cpu run of the same network and mode on the
+    same host: where the fitted lines cross with its interval (over the fits' replicates;
+    `verdict_share` is the share of replicates with the same verdict), and what the measured
+    points say."""
     fit_reps = fit_replicates(runs, use) if fit_reps is None else fit_reps
     med = medians(runs, use)
     rows = []
     for _, acc in fit[fit["device"] != HOST].iterrows():
-        cpu = fit[(fit["host"] == acc["host"]) & (fit["device"] == HOST) & (fit["mode"] == acc["mode"])]
-        row = dict(host=acc["host"], device=acc["device"], mode=acc["mode"], a_us=acc["a_us"], b_us=acc["b_us"])
+        host, model, mode = acc["host"], acc["model"], acc["mode"]
+        cpu = fit[(fit["host"] == host) & (fit["device"] == HOST) & (fit["model"] == model) & (fit["mode"] == mode)]
+        row = dict(host=host, device=acc["device"], model=model, mode=mode, a_us=acc["a_us"], b_us=acc["b_us"])
         if cpu.empty:
-            row["note"] = f"no cpu run of {acc['mode']} on {acc['host']} to compare with"
+            row["note"] = f"no cpu run of {model} {mode} on {host} to compare with"
             rows.append(row)
             continue
         cpu = cpu.iloc[0]
         row.update(cpu_a_us=cpu["a_us"], cpu_b_us=cpu["b_us"])
         row.update(_fit_crossover(acc["a_us"], acc["b_us"], cpu["a_us"], cpu["b_us"]))
         acc_ab, cpu_ab = (
-            fit_reps.get((acc["host"], acc["device"], acc["mode"])),
-            fit_reps.get((acc["host"], HOST, acc["mode"])),
+            fit_reps.get((host, acc["device"], model, mode)),
+            fit_reps.get((host, HOST, model, mode)),
         )
         if acc_ab is not None and cpu_ab is not None:
             row.update(_crossover_interval(*acc_ab, *cpu_ab, row["verdict"]))
-        row.update(_measured_crossover(med, acc["host"], acc["device"], acc["mode"], row))
+        row.update(_measured_crossover(med, host, acc["device"], model, mode, row))
         rows.append(row)
     cols = [
         "host",
         "device",
+        "model",
         "mode",
         "verdict",
         "crossover_batch_size",
@@ -312,8 +371,10 @@ def _crossover_interval(a, b, ca, cb, verdict) -> dict:
     return dict(crossover_batch_size_lo=lo, crossover_batch_size_hi=hi, verdict_share=share)
 
 
-def _measured_crossover(med, host, device, mode, row) -> dict:
-    sel = lambda d: med[(med["host"] == host) & (med["device"] == d) & (med["mode"] == mode)]  # noqa: E731
+def _measured_crossover(med, host, device, model, mode, row) -> dict:
+    sel = lambda d: med[  # noqa: E731
+        (med["host"] == host) & (med["device"] == d) & (med["model"] == model) & (med["mode"] == mode)
+    ]
     both = sel(device).merge(sel(HOST), on="batch_size", suffixes=("", "_cpu")).sort_values("batch_size")
     if both.empty:
         return dict(note="no batch size ran on both devices", fit_agrees=math.nan)
@@ -338,12 +399,12 @@ def reference_mode(modes) -> str:
 
 
 def speedup(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.DataFrame:
-    """speedup = baseline step time / step time, at the same host and batch size, with its
-    interval and whether that contains 1 (`same_within_noise`: the two cannot be ranked).
+    """speedup = baseline step time / step time, at the same host, network and batch size, with
+    its interval and whether that contains 1 (`same_within_noise`: the two cannot be ranked).
 
     kind 'device': each accelerator over the cpu, same mode. kind 'mode': each mode over the
-    reference mode (seed, the beginner's code, when it ran), same device. kind 'best': each
-    accelerator's fastest rung over the cpu's fastest rung.
+    network's reference mode (seed, the beginner's code, where it ran), same device. kind 'best':
+    each accelerator's fastest mode over the cpu's fastest mode.
     """
     reps = replicates(runs, use) if reps is None else reps
     med = medians(runs, use)
@@ -351,6 +412,7 @@ def speedup(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.Dat
         "kind",
         "host",
         "device",
+        "model",
         "mode",
         "batch_size",
         "baseline_device",
@@ -365,28 +427,117 @@ def speedup(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.Dat
     if med.empty:
         return pd.DataFrame(columns=cols)
     cpu = med[med["device"] == HOST].rename(columns={"step_time_median_s": "baseline_step_time_s"})
-    dev = med[med["device"] != HOST].merge(cpu.drop(columns="device"), on=["host", "mode", "batch_size"])
+    dev = med[med["device"] != HOST].merge(cpu.drop(columns="device"), on=["host", "model", "mode", "batch_size"])
     dev = dev.assign(kind="device", baseline_device=HOST, baseline_mode=dev["mode"])
-    ref = reference_mode(med["mode"])
-    base = med[med["mode"] == ref].rename(columns={"step_time_median_s": "baseline_step_time_s"})
-    lad = med.merge(base.drop(columns="mode"), on=["host", "device", "batch_size"])
-    lad = lad.assign(kind="mode", baseline_device=lad["device"], baseline_mode=ref)
-    fastest = med.loc[med.groupby(["host", "device", "batch_size"])["step_time_median_s"].idxmin()]
+    refs = med.groupby("model")["mode"].agg(reference_mode).rename("baseline_mode").reset_index()
+    base = med.merge(refs, left_on=["model", "mode"], right_on=["model", "baseline_mode"])
+    base = base.drop(columns=["mode"]).rename(columns={"step_time_median_s": "baseline_step_time_s"})
+    lad = med.merge(base, on=["host", "device", "model", "batch_size"])
+    lad = lad.assign(kind="mode", baseline_device=lad["device"])
+    fastest = med.loc[med.groupby(["host", "device", "model", "batch_size"])["step_time_median_s"].idxmin()]
     top_cpu = fastest[fastest["device"] == HOST].rename(
         columns={"step_time_median_s": "baseline_step_time_s", "mode": "baseline_mode"}
     )
-    top = fastest[fastest["device"] != HOST].merge(top_cpu.drop(columns="device"), on=["host", "batch_size"])
+    top = fastest[fastest["device"] != HOST].merge(top_cpu.drop(columns="device"), on=["host", "model", "batch_size"])
     top = top.assign(kind="best", baseline_device=HOST)
     out = pd.concat([dev, lad, top], ignore_index=True).rename(columns={"step_time_median_s": "step_time_s"})
     out["speedup"] = out["baseline_step_time_s"] / out["step_time_s"]
     ratios = [
-        _reps(reps, r["host"], r["baseline_device"], r["baseline_mode"], r["batch_size"])
-        / _reps(reps, r["host"], r["device"], r["mode"], r["batch_size"])
+        _reps(reps, r["host"], r["baseline_device"], r["model"], r["baseline_mode"], r["batch_size"])
+        / _reps(reps, r["host"], r["device"], r["model"], r["mode"], r["batch_size"])
         for _, r in out.iterrows()
     ]
     _bounds(out, "speedup", ratios)
     out["same_within_noise"] = [uncertainty.same_within_noise(r) for r in ratios]
-    return out[cols].sort_values(["kind", "host", "device", "mode", "batch_size"], ignore_index=True)
+    return out[cols].sort_values(["kind", "host", "device", "model", "mode", "batch_size"], ignore_index=True)
+
+
+# --- the crossover map: where the accelerator wins, per network -----------------------------------
+
+
+def _best(reps: dict, host, device, model, modes, b) -> np.ndarray:
+    """Replicates of the fastest mode's step time among `modes` (per replicate the fastest)."""
+    return np.nanmin(np.stack([_reps(reps, host, device, model, m, b) for m in modes]), axis=0)
+
+
+def _first_winning(faster: np.ndarray, sizes) -> float:
+    """The smallest batch size from which the accelerator is faster at every larger size of the
+    grid (rows of `faster`: batch sizes, ascending); inf where it is not faster at the largest.
+    Works on one row of booleans per replicate (faster: sizes x replicates)."""
+    wins_from = np.full(faster.shape[1:], math.inf)
+    still = np.ones(faster.shape[1:], dtype=bool)
+    for i in range(len(sizes) - 1, -1, -1):
+        still &= faster[i]
+        wins_from = np.where(still, float(sizes[i]), wins_from)
+    return wins_from
+
+
+def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.DataFrame:
+    """Per host x device x network x batch size: the device's fastest mode and its samples/s;
+    on an accelerator also the cpu's fastest, its factor over it (`over_cpu_best`) and, per host x
+    accelerator x network, the batch size from which the accelerator's best mode beats the cpu's
+    best at every larger batch size of the grid (`wins_from`, with its interval over the
+    replicates, each of which picks its own fastest modes; inf: at no batch size of the grid)."""
+    reps = replicates(runs, use) if reps is None else reps
+    med = medians(runs, use)
+    flop = flops(runs)
+    params = pd.to_numeric(runs.get("parameters", pd.Series(np.nan, index=runs.index)), errors="coerce")
+    params = params.groupby(runs["model"]).max().to_dict() if len(runs) else {}
+    cols = ["host", "device", "model", "flop_per_sample", "parameters", "batch_size", "best_mode"]
+    cols += ["samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "cpu_best_mode", "over_cpu_best"]
+    cols += ["over_cpu_best_lo", "over_cpu_best_hi", "wins_from", "wins_from_lo", "wins_from_hi", "verdict"]
+    rows = []
+    for host, model in [(h, m) for h in sorted(set(med["host"])) for m in networks(runs[runs["host"] == h])]:
+        g = med[(med["host"] == host) & (med["model"] == model)]
+        if g.empty:
+            continue
+        cpu = g[g["device"] == HOST]
+        for device in host_first(g["device"]):
+            d = g[g["device"] == device]
+            sizes = sorted(set(d["batch_size"]))
+            both = [b for b in sizes if b in set(cpu["batch_size"])] if device != HOST else []
+            measured, ratio, mine = {}, {}, []
+            for b in sizes:
+                here = d[d["batch_size"] == b]
+                top = here.loc[here["step_time_median_s"].idxmin()]
+                best = _best(reps, host, device, model, here["mode"], b)
+                lo, hi = uncertainty.interval(b / best)
+                row = dict(host=host, device=device, model=model, flop_per_sample=flop.get(model, math.nan))
+                row.update(parameters=params.get(model, math.nan), batch_size=b, best_mode=top["mode"])
+                row.update(samples_per_s=b / top["step_time_median_s"], samples_per_s_lo=lo, samples_per_s_hi=hi)
+                if b in both:
+                    c = cpu[cpu["batch_size"] == b]
+                    c_top = c.loc[c["step_time_median_s"].idxmin()]
+                    measured[b] = c_top["step_time_median_s"] / top["step_time_median_s"]
+                    ratio[b] = _best(reps, host, HOST, model, c["mode"], b) / best
+                    row.update(cpu_best_mode=c_top["mode"], over_cpu_best=measured[b])
+                    row["over_cpu_best_lo"], row["over_cpu_best_hi"] = uncertainty.interval(ratio[b])
+                mine.append(row)
+            if both:
+                point = _first_winning(np.array([[measured[b] > 1] for b in both]), both)[0]
+                drawn = np.stack([ratio[b] for b in both])
+                lo, hi = (
+                    (math.nan, math.nan) if np.isnan(drawn).any() else _grid_interval(_first_winning(drawn > 1, both))
+                )
+                if point == both[0]:
+                    verdict = "faster at every batch size"
+                elif math.isinf(point):
+                    verdict = "slower at every batch size"
+                else:
+                    verdict = "slower below, faster above"
+                for r in mine:
+                    r.update(wins_from=point, wins_from_lo=lo, wins_from_hi=hi, verdict=verdict)
+            rows += mine
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _grid_interval(values: np.ndarray) -> tuple[float, float]:
+    """The central 95 % of replicates that take grid values (batch sizes, or inf): values that
+    occur, not interpolated between them."""
+    v = np.asarray(values, dtype=float)
+    tail = 100 * (1 - uncertainty.LEVEL) / 2
+    lo, hi = np.percentile(v, [tail, 100 - tail], method="inverted_cdf")
+    return float(lo), float(hi)
 
 
 # --- data movement ------------------------------------------------------------------------------
@@ -450,8 +601,8 @@ def copy_seconds(bw: pd.DataFrame, host, device, nbytes) -> float:
 
 
 def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("ok",), reps=None) -> pd.DataFrame:
-    """What the DataLoader path costs per step next to `module` (the same model fed from tensors
-    already on the device), per host x device x batch size.
+    """What the DataLoader path costs per step next to `module` (the same network fed from tensors
+    already on the device), per host x device x network x batch size.
 
     extra_share: (dataloader step - module step) / dataloader step, from the timed runs.
     copy_share: the host->device copy alone (predicted from the preload's copy timings) over the
@@ -463,6 +614,7 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
     cols = [
         "host",
         "device",
+        "model",
         "batch_size",
         "module_step_us",
         "dataloader_step_us",
@@ -476,9 +628,10 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
         "profiled_module_share",
         "note",
     ]
+    keys = ["host", "device", "model", "batch_size"]
     mod = med[med["mode"] == "module"].drop(columns="mode")
     dl = med[med["mode"] == "dataloader"].drop(columns="mode")
-    both = dl.merge(mod, on=["host", "device", "batch_size"], suffixes=("_dl", "_mod"))
+    both = dl.merge(mod, on=keys, suffixes=("_dl", "_mod"))
     if both.empty:
         return pd.DataFrame(columns=cols)
     both["module_step_us"] = both["step_time_median_s_mod"] * 1e6
@@ -489,8 +642,8 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
         both,
         "extra_share",
         [
-            1 - _reps(reps, h, d, "module", b) / _reps(reps, h, d, "dataloader", b)
-            for h, d, b in zip(both["host"], both["device"], both["batch_size"])
+            1 - _reps(reps, h, d, m, "module", b) / _reps(reps, h, d, m, "dataloader", b)
+            for h, d, m, b in zip(*(both[k] for k in keys))
         ],
     )
     both["copy_us"] = [
@@ -504,48 +657,49 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
         if not prof.empty:
             p = succeeded(prof[prof["mode"] == mode])
             share = {
-                (h, d, b): t / s
-                for h, d, b, t, s in zip(
-                    p["host"], p["device"], p["batch_size"], p["transfer_us"], p["step_us_profiled"]
-                )
+                (h, d, m, b): t / s
+                for h, d, m, b, t, s in zip(*(p[k] for k in keys), p["transfer_us"], p["step_us_profiled"])
             }
-        both[f"profiled_{mode}_share"] = [
-            share.get(k, math.nan) for k in zip(both["host"], both["device"], both["batch_size"])
-        ]
-    return both[cols].sort_values(["host", "device", "batch_size"], ignore_index=True)
-
-
-# --- plain words --------------------------------------------------------------------------------
+        both[f"profiled_{mode}_share"] = [share.get(k, math.nan) for k in zip(*(both[k] for k in keys))]
+    return both[cols].sort_values(keys, ignore_index=True)
 
 
 # --- the ladder ---------------------------------------------------------------------------------
 
 
 def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.DataFrame:
-    """Every rung's median samples/s on each host x device at the smallest and the largest batch
-    size of that device's grid, in ladder order, and its factor over the beginner's code (`seed`)
-    at the same batch size (NaN where seed did not run), each with its interval; `same_as_best`:
-    the interval of the fastest rung's samples/s over this one's contains 1. An accelerator's
-    fastest rung also carries its factor over the cpu's fastest (`over_cpu_best`)."""
+    """Every mode's median samples/s on each host x device x network at the smallest and the
+    largest batch size of that device's grid, in the ladder's order (`order`: its place in
+    catalog.MODES), and its factor over the beginner's code (`seed`) at the same batch size (NaN
+    where seed did not run), each with its interval; `same_as_best`: the interval of the fastest
+    mode's samples/s over this one's contains 1. An accelerator's fastest mode also carries its
+    factor over the cpu's fastest (`over_cpu_best`)."""
     reps = replicates(runs, use) if reps is None else reps
-    cols = ["host", "device", "point", "batch_size", "rung", "mode", "samples_per_s", "samples_per_s_lo"]
+    cols = ["host", "device", "model", "point", "batch_size", "order", "mode", "samples_per_s", "samples_per_s_lo"]
     cols += ["samples_per_s_hi", "over_seed", "over_seed_lo", "over_seed_hi", "same_as_best"]
     cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"]
-    med = usable(runs, use).groupby(KEYS, as_index=False)["samples_per_s"].median()
+    med = usable(runs, use).groupby(PLACE_KEYS, as_index=False)["samples_per_s"].median()
     rows = []
     for host in sorted(set(runs["host"])):
         h = runs[runs["host"] == host]
         for device in host_first(h["device"]):
             sizes = sorted(set(h[h["device"] == device]["batch_size"]))
-            for point, b in dict.fromkeys([("smallest", sizes[0]), ("largest", sizes[-1])]):
-                if point == "largest" and b == sizes[0]:
-                    break  # one batch size: one point
-                here = med[(med["host"] == host) & (med["device"] == device) & (med["batch_size"] == b)]
-                rate = dict(zip(here["mode"], here["samples_per_s"]))
-                step = {m: _reps(reps, host, device, m, b) for m in rate}
-                top = max(rate, key=rate.get) if rate else None
-                for rung, mode in enumerate(MODES):
-                    if mode in rate:
+            for model in networks(h[h["device"] == device]):
+                for point, b in dict.fromkeys([("smallest", sizes[0]), ("largest", sizes[-1])]):
+                    if point == "largest" and b == sizes[0]:
+                        break  # one batch size: one point
+                    here = med[
+                        (med["host"] == host)
+                        & (med["device"] == device)
+                        & (med["model"] == model)
+                        & (med["batch_size"] == b)
+                    ]
+                    rate = dict(zip(here["mode"], here["samples_per_s"]))
+                    step = {m: _reps(reps, host, device, model, m, b) for m in rate}
+                    top = max(rate, key=rate.get) if rate else None
+                    for order, mode in enumerate(MODES):
+                        if mode not in rate:
+                            continue
                         over = rate[mode] / rate["seed"] if "seed" in rate else math.nan
                         nan = np.full(uncertainty.N_BOOT, math.nan)
                         sps_lo, sps_hi = uncertainty.interval(b / step[mode])
@@ -554,9 +708,10 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.Data
                             dict(
                                 host=host,
                                 device=device,
+                                model=model,
                                 point=point,
                                 batch_size=b,
-                                rung=rung,
+                                order=order,
                                 mode=mode,
                                 samples_per_s=rate[mode],
                                 samples_per_s_lo=sps_lo,
@@ -573,18 +728,18 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.Data
 
 
 def _over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
-    """On each accelerator's fastest rung: its samples/s over the cpu's fastest rung at the same
-    host and batch size (`over_cpu_best`, with its interval)."""
+    """On each accelerator's fastest mode: its samples/s over the cpu's fastest mode at the same
+    host, network and batch size (`over_cpu_best`, with its interval)."""
     for c in ("over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"):
         lad[c] = math.nan
-    for (host, b), g in lad.groupby(["host", "batch_size"]):
+    for (host, model, b), g in lad.groupby(["host", "model", "batch_size"]):
         cpu = g[g["device"] == HOST]
         if cpu.empty:
             continue
         c = cpu.loc[cpu["samples_per_s"].idxmax()]
         for device, d in g[g["device"] != HOST].groupby("device"):
             a = d.loc[d["samples_per_s"].idxmax()]
-            ratio = _reps(reps, host, HOST, c["mode"], b) / _reps(reps, host, device, a["mode"], b)
+            ratio = _reps(reps, host, HOST, model, c["mode"], b) / _reps(reps, host, device, model, a["mode"], b)
             lad.loc[a.name, ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"]] = [
                 a["samples_per_s"] / c["samples_per_s"],
                 *uncertainty.interval(ratio),
@@ -596,7 +751,7 @@ def _over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
 
 def excluded(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     """Runs left out of the medians, fits, speedups and sentences, and why."""
-    cols = ["host", "device", "mode", "batch_size", "repeat", "status", "quality", "reason"]
+    cols = ["host", "device", "model", "mode", "batch_size", "repeat", "status", "quality", "reason"]
     out = runs[~runs.index.isin(usable(runs, use).index)]
     out = out.reindex(columns=list(dict.fromkeys([*out.columns, "message", "quality", "quality_note"])))
     out["reason"] = [
@@ -611,7 +766,7 @@ def excluded(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 def disagreeing(runs: pd.DataFrame, use=("ok",), limit=1.25) -> pd.DataFrame:
     """Combinations whose usable repeats' median step times differ by more than `limit`."""
     s = summarise(runs, use, limit)
-    return s[s["repeats_agree"].astype(str) == "False"][KEYS + ["n_ok", "repeat_spread"]].reset_index(drop=True)
+    return s[s["repeats_agree"].astype(str) == "False"][PLACE_KEYS + ["n_ok", "repeat_spread"]].reset_index(drop=True)
 
 
 # --- the rule -----------------------------------------------------------------------------------
@@ -625,12 +780,13 @@ def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
     bw = bandwidth(transfer)
     reps = replicates(runs, use)
     fit_reps = fit_replicates(runs, use, reps)
-    fit = fits(runs, use, fit_reps)
+    fit = fits(runs, use, fit_reps, place_gflops(runs, env))
     tables = dict(
         runs=runs,
         fits=fit,
         crossover=crossover(fit, runs, use, fit_reps),
         speedup=speedup(runs, use, reps),
+        map=network_map(runs, use, reps),
         ladder=ladder(runs, use, reps),
         bandwidth=bw,
         dataloader=dataloader(runs, bw, prof, use, reps),
@@ -647,13 +803,13 @@ def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
 def run(inp, out, cfg, log=print) -> None:
     runs, prof = pd.read_csv(inp.runs), pd.read_csv(inp.profile)
     tables, found = analyse(runs, pd.read_csv(inp.transfer), prof, pd.read_csv(inp.environment), cfg)
-    for name in ("fits", "crossover", "speedup", "ladder", "dataloader", "bandwidth"):
+    for name in catalog.TABLES:  # every table of the registry (workflow/rules/report.smk)
         files.write_csv(out[name], tables[name])
     files.write_text(out.summary_md, words.summary_md(found, cfg, tables["environment"], tables))
     pages = words.rst_pages(tables, found, cfg)
-    for key in out.keys():  # one page per figure of the registry (workflow/rules/report.smk)
+    for key in out.keys():  # the workflow page and one page per figure of the registry
         if key.startswith("rst_"):
-            files.write_text(out[key], pages.get(key.removeprefix("rst_"), ""))
+            files.write_text(out[key], pages[key.removeprefix("rst_")])
     for host, sentences in found.items():
         for s in sentences:
             log(f"{host or 'note'}: {s}")

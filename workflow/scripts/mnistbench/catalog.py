@@ -1,12 +1,147 @@
-"""The registry of the report's figures: each one's name, the summary tables it reads, its report
-category and label, and the options the figure rule passes to it, in the report's order.
+"""The registries of names everything else reads: the modes (in the ladder's order: from the
+beginner's code to the fastest), the analysis tables and the report's figures.
 
-figures.py draws them (one function per name); the Snakefile, the analysis and the tests read
-this list. It imports neither matplotlib nor seaborn: Snakemake reads it in every invocation
-(every dry run and, on a cluster, every job), and importing them costs about a second there.
+- MODES: every mode's name, the class that implements it (modes.py), the device kinds it can run
+  on, what else the machine must have, which networks it trains and which training settings it
+  implements. `why_not` says why a device x network x mode cannot run here: the grid leaves such
+  a combination out and lists it with that reason in left_out.csv.
+- TABLES: the tables the `analyse` rule writes (results/summary/<name>.csv), each with its caption
+  workflow/report/<name>_table.rst.
+- FIGURES: the report's figures (results/figures/<name>.png), each with the tables it reads and
+  its caption workflow/report/<name>.rst; figures.py draws one function per name, words.py writes
+  the page of words beside each.
+
+It imports no torch, matplotlib or seaborn: the Snakefile reads it in every invocation (every dry
+run and, on a cluster, every job), where importing them costs seconds.
 """
 
 from dataclasses import dataclass, field
+
+from mnistbench import devices, schema, spec
+
+# --- modes ----------------------------------------------------------------------------------------
+
+# Training settings (`model.*`) every mode implements. A setting that the schema gains is
+# implemented by none until a mode lists it here (ModeInfo.settings): a mode that does not is left
+# out of the grid whenever the setting is not at its default.
+COMMON_SETTINGS = ("loss", "init", "lr")
+
+
+@dataclass(frozen=True)
+class ModeInfo:
+    cls: str  # its class in modes.py
+    kinds: tuple | None = None  # device kinds on which it can exist at all (None: every kind)
+    exact: bool = True  # trains the float32 function; amp is the one that does not
+    needs: str = ""  # what else this machine must have: "compiler" (kernel.c) or "triton"
+    # The networks it trains: "any" (the family and a user's nn.Module), "family" (mlp-...: its
+    # forward and backward are written by hand for linear layers and sigmoids), or one network.
+    networks: str = "any"
+    why_networks: str = ""  # the bound that limits it to those networks, in words
+    settings: tuple = COMMON_SETTINGS  # the `model.*` settings it implements
+
+
+FAMILY_ONLY = "its forward and backward are written for the mlp-... family's linear layers and sigmoids"
+MODES = {
+    "seed": ModeInfo("Seed", networks="family", why_networks=FAMILY_ONLY),
+    "manual": ModeInfo("Manual", networks="family", why_networks=FAMILY_ONLY),
+    "autograd": ModeInfo("Autograd", networks="family", why_networks="it trains the family's functional form"),
+    "module": ModeInfo("Module"),
+    "dataloader": ModeInfo("DataLoaderMode"),
+    "compiled": ModeInfo("Compiled"),
+    "amp": ModeInfo("Amp", kinds=("cpu", "cuda"), exact=False, settings=(*COMMON_SETTINGS, "amp_dtype")),
+    "cudagraph": ModeInfo("CudaGraph", kinds=("cuda",)),
+    "numpy": ModeInfo("Numpy", kinds=("cpu",), networks="family", why_networks=FAMILY_ONLY),
+    "kernel": ModeInfo("Kernel", kinds=("cpu",), needs="compiler", networks="family", why_networks=FAMILY_ONLY),
+    "persistent": ModeInfo(
+        "Persistent",
+        kinds=("cuda",),
+        needs="triton",
+        networks=spec.SEED_NETWORK,
+        why_networks="one program keeps W1 (784 x 16) and the small layers in its registers for every step",
+    ),
+}
+
+
+def _missing(needs: str) -> str | None:
+    """Why this machine lacks what a mode needs, or None."""
+    if needs == "compiler":
+        from mnistbench import kernel
+
+        if kernel.compiler() is None:
+            return "needs a C compiler (none found: install gcc or clang, or set CC)"
+        built = kernel.problem()  # a compiler that cannot build kernel.c leaves it out as well
+        return f"needs a C compiler that builds kernel.c ({built})" if built else None
+    if needs == "triton":
+        from mnistbench import persistent
+
+        ok, why = persistent.available()
+        return None if ok else f"needs Triton ({why})"
+    return None
+
+
+def why_not_network(mode: str, network: spec.Network) -> str | None:
+    """Why `mode` cannot train this network, or None."""
+    info = MODES[mode]
+    if info.networks == "any" or (info.networks == "family" and network.family) or info.networks == network.name:
+        return None
+    trains = "the mlp-... family" if info.networks == "family" else info.networks
+    return f"{mode} trains {trains} only, not {network.name}: {info.why_networks}"
+
+
+def why_not_settings(mode: str, settings: dict) -> str | None:
+    """Why `mode` cannot train with these `model.*` settings (one it does not implement, away from
+    its default), or None."""
+    for key, (default, concerns) in schema.model_settings().items():
+        value = settings.get(key, default)
+        if value == default or key in MODES[mode].settings or (concerns is not None and mode not in concerns):
+            continue
+        return f"{mode} does not implement model.{key} = {value!r} (it trains as with {default!r})"
+    return None
+
+
+def why_not(mode: str, device: str, s: spec.Spec | None = None) -> str | None:
+    """Why this device x network x mode cannot exist here (it is left out of the grid), or None.
+    Without a spec, only the device and the machine are asked."""
+    info = MODES[mode]
+    if info.kinds is not None and devices.kind(device) not in info.kinds:
+        return f"{mode} runs only on {', '.join(info.kinds)}"
+    if s is not None:
+        reason = why_not_network(mode, s.network) or why_not_settings(mode, s.settings)
+        if reason:
+            return reason
+    reason = _missing(info.needs)
+    return f"{mode} {reason}" if reason else None
+
+
+def exists(mode: str, device: str, s: spec.Spec | None = None) -> bool:
+    return why_not(mode, device, s) is None
+
+
+# --- tables -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str  # results/summary/<name>.csv, captioned by workflow/report/<name>_table.rst
+    category: str  # the report's section
+    content: str  # the report's label
+
+
+TABLES = {
+    t.name: t
+    for t in [
+        Table("fits", "Throughput", "fits a + b·batch"),
+        Table("crossover", "Speedup", "crossover batch size per mode"),
+        Table("speedup", "Speedup", "speedup per mode x batch"),
+        Table("map", "Speedup", "crossover batch size per network"),
+        Table("ladder", "Ladder", "samples/s per mode"),
+        Table("dataloader", "Data transfer", "DataLoader transfer share"),
+        Table("bandwidth", "Data transfer", "copy latency and bandwidth"),
+    ]
+}
+
+
+# --- figures ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -24,6 +159,8 @@ FIGURES = {
         Figure("ladder", ("ladder",), "Ladder", "the mode ladder per device"),
         Figure("throughput", ("runs", "fits"), "Throughput", "samples/s vs batch size", ("use",)),
         Figure("speedup", ("speedup",), "Speedup", "speedup heatmap"),
+        Figure("map", ("map",), "Speedup", "where the accelerator wins, per network"),
+        Figure("cost", ("fits",), "Throughput", "per-sample cost vs network size"),
         Figure("breakdown", ("profile",), "Breakdown", "step-time breakdown"),
         Figure("accuracy", ("epochs", "runs"), "Accuracy", "time to accuracy", ("target", "use")),
         Figure("bandwidth", ("transfer",), "Data transfer", "copy bandwidth vs size"),

@@ -1,6 +1,7 @@
 """What a run's result depends on, as Snakemake's rerun triggers of the jobs that train or time
-and as the record each run keeps: its settings from the config, and a fingerprint of the code
-that trains and times it. Torch-free: the Snakefile computes both for every invocation.
+and as the record each run keeps: its settings from the config (the keys the schema marks,
+schema.py) and a fingerprint of the code that trains and times it (the source files its job runs,
+read from their imports). Torch-free: the Snakefile computes both for every invocation.
 """
 
 import ast
@@ -8,85 +9,66 @@ import hashlib
 import json
 from pathlib import Path
 
+from mnistbench import schema
+
 PACKAGE = Path(__file__).resolve().parent
-# Modules that only read finished runs: editing them must not retime anything (the figures and the
-# analysis rerun on their own). Every other source file of the package trains or times a run.
-READS_RESULTS = {
-    "aggregate.py",
-    "analysis.py",
-    "catalog.py",
-    "words.py",
-    "figures.py",
-    "profiling.py",
-    "synthetic.py",
-    "jobs.py",
-    "machines.py",
-}
-# Config keys a run's result depends on (nested keys with a dot). cpu_threads belongs to a host:
-# it may differ between merged machines; the others may not differ within one summary.
-SETTINGS = (
-    "epochs",
-    "train_samples",
-    "test_samples",
-    "warmup_steps",
-    "min_timed_s",
-    "seed",
-    "target_accuracy",
-    "retime",
-    "model.loss",
-    "model.init",
-    "model.lr",
-    "model.amp_dtype",
-    "quality.max_other_cpu",
-    "quality.max_busy_share",
-    "quality.max_spread",
-    "quality.min_timed_steps",
-)
-HOST_SETTINGS = ("cpu_threads",)
+SCRIPTS = PACKAGE.parent
+# What a timed job's script hands its work to: {kind: (module, function)}. The warm worker imports
+# them by name when it starts (worker.serve), so their sources are named here for the fingerprint.
+TASKS = {"train": ("train", "train"), "profile": ("profiling", "profile_device")}
 
 
 def settings(cfg: dict) -> dict:
-    """The run's settings from the config, flat: {'epochs': 4, 'model.lr': 0.5, ...}."""
-    out = {}
-    for key in SETTINGS + HOST_SETTINGS:
-        v = cfg
-        for part in key.split("."):
-            v = v[part]
-        out[key] = v
-    return out
-
-
-def code_fingerprint() -> str:
-    """Hash of the source that trains and times a run (the package minus READS_RESULTS, and the
-    train job's script): it changes exactly when a run's code does."""
-    h = hashlib.sha256()
-    files = sorted(f for f in PACKAGE.iterdir() if f.suffix in (".py", ".c") and f.name not in READS_RESULTS)
-    for f in [*files, PACKAGE.parent / "train.py"]:
-        if f.exists():
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
+    """The run's settings from the config, flat: {'epochs': 4, 'model.lr': 0.5, ...}: every key
+    the schema marks as one a run's result depends on (x-run)."""
+    return {key: schema.get(cfg, key) for key in schema.run_keys()}
 
 
 def settings_json(cfg: dict) -> str:
     return json.dumps(settings(cfg), sort_keys=True)
 
 
-def sources(*modules: str) -> list[str]:
-    """The package's source files that these modules run: each module's file and, transitively,
-    every package module it imports (read from the source, nothing is imported). The code inputs
-    of a rule whose script imports these modules, so that an edit of any of them reruns it."""
+def _imports(path: Path) -> list[str]:
+    """The package modules a source file imports (anywhere in it, functions included)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "mnistbench":
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mnistbench."):
+            names.append(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            names += [a.name.split(".")[1] for a in node.names if a.name.startswith("mnistbench.")]
+    return names
+
+
+def sources(*modules: str, scripts: tuple = ()) -> list[str]:
+    """The source files that these package modules (and `scripts`, files of workflow/scripts) run:
+    each file and, transitively, every package module it imports (read from the source, nothing
+    is imported), with the C source a module of the same name builds (kernel.py: kernel.c). The
+    code inputs of a rule whose script imports these modules, so that an edit of any reruns it."""
     seen, todo = {}, list(modules)
+    for script in scripts:
+        path = SCRIPTS / script
+        seen[script] = str(path)
+        todo += _imports(path)
     while todo:
         name = todo.pop()
         path = PACKAGE / f"{name}.py"
         if name in seen or not path.exists():
             continue
         seen[name] = str(path)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module == "mnistbench":
-                todo += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mnistbench."):
-                todo.append(node.module.split(".")[1])
-            elif isinstance(node, ast.Import):
-                todo += [a.name.split(".")[1] for a in node.names if a.name.startswith("mnistbench.")]
+        if path.with_suffix(".c").exists():
+            seen[f"{name}.c"] = str(path.with_suffix(".c"))
+        todo += _imports(path)
     return sorted(seen.values())
+
+
+def code_fingerprint(task: str = "train") -> str:
+    """Hash of the source that a timed job of `task` runs (its script, the worker that serves it
+    and the task's module, with everything they import): it changes exactly when a run's code
+    does; an edit of the analysis or of the figures changes nothing here."""
+    h = hashlib.sha256()
+    script = {"train": "train.py", "profile": "profile_steps.py"}[task]
+    for f in sources(TASKS[task][0], scripts=(script,)):
+        h.update(Path(f).name.encode() + b"\0" + Path(f).read_bytes())
+    return h.hexdigest()[:16]

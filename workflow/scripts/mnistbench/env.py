@@ -29,13 +29,14 @@ def config_hash(cfg: dict) -> str:
 
 
 @functools.cache
-def arithmetic_limit_us() -> float | None:
-    """This cpu's arithmetic limit for one training sample on one core (µs, kernel.c's peak FMA
-    rate; ~30 ms to measure, once per process), or None where the kernel cannot be built."""
+def fma_gflops() -> float | None:
+    """One core's peak arithmetic rate, GFLOP/s (kernel.c's FMA chains; ~30 ms to measure, once per
+    process), or None where the kernel cannot be built: a network's arithmetic limit on one core
+    is its FLOP per training sample at this rate."""
     from mnistbench import kernel
 
     try:
-        return kernel.arithmetic_limit_us_per_sample()
+        return kernel.fma_gflops()
     except kernel.BuildError:
         return None
 
@@ -65,7 +66,7 @@ def describe(device: str, threads: int, cfg: dict) -> dict:
         "cpu_model": devices.cpu_model(),
         "cores": os.cpu_count(),
         "threads": threads,
-        "arithmetic_limit_us": arithmetic_limit_us(),
+        "fma_gflops": fma_gflops(),
         "platform": platform.platform(),
         "env": {
             k: os.environ[k]

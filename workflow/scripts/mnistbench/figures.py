@@ -23,11 +23,10 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, MaxNLocat
 
 from mnistbench import files, machines, uncertainty  # noqa: E402
 from mnistbench.aggregate import succeeded, usable  # noqa: E402
-from mnistbench.analysis import KEYS  # noqa: E402
-from mnistbench.catalog import FIGURES  # noqa: E402
+from mnistbench.analysis import PLACE_KEYS, networks  # noqa: E402
+from mnistbench.catalog import FIGURES, MODES  # noqa: E402
 from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
-from mnistbench.ladder import MODES  # noqa: E402
-from mnistbench.words import rate, times, with_ci  # noqa: E402
+from mnistbench.words import bs, flop, rate, times, us, with_ci  # noqa: E402
 
 # --- one look -----------------------------------------------------------------------------------
 
@@ -81,9 +80,12 @@ DRAW = {}
 
 
 def draws(fn):
-    if fn.__name__ not in FIGURES:
-        raise ImportError(f"figures.py draws {fn.__name__}, which is not a figure of catalog.py")
-    DRAW[fn.__name__] = fn
+    """Register fn as the drawing of the figure of its name (a trailing underscore dropped: `map_`
+    draws `map` without hiding the builtin)."""
+    name = fn.__name__.removesuffix("_")
+    if name not in FIGURES:
+        raise ImportError(f"figures.py draws {name}, which is not a figure of catalog.py")
+    DRAW[name] = fn
     return fn
 
 
@@ -133,26 +135,39 @@ def host_device_panels(df) -> list:
     return [(h, d) for h in sorted(set(df["host"])) for d in host_first(df[df["host"] == h]["device"])]
 
 
+def host_model_panels(df) -> list:
+    """(host, network) pairs, hosts sorted, the networks in the order of the table (the analysis
+    gives them smallest first)."""
+    return [(h, m) for h in sorted(set(df["host"])) for m in dict.fromkeys(df[df["host"] == h]["model"])]
+
+
+def panel_title(base: str, host, model, hosts, models) -> str:
+    """A panel's title: `base`, then the network and the host where there are several."""
+    parts = [base] + ([model] if len(models) > 1 else []) + ([host] if len(hosts) > 1 else [])
+    return " — ".join(parts)
+
+
 # 0 ------------------------------------------------------------------------------------------------
 
 
 @draws
 def ladder(lad: pd.DataFrame) -> plt.Figure:
-    """The ladder: samples/s of every rung, in ladder order, at the smallest and the largest batch
-    size; each bar labelled with its factor over the beginner's code on its device. One row of
-    panels per host; with several devices their bars stand side by side (colour = device),
-    with one the colour is the mode's."""
+    """The ladder: samples/s of every mode, in the ladder's order, at the smallest and the largest
+    batch size; each bar labelled with its factor over the beginner's code on its device. One row
+    of panels per host x network; with several devices their bars stand side by side (colour =
+    device), with one the colour is the mode's."""
     title = "The mode ladder"
     if lad.empty:
-        return note_figure(title, "No rung ran successfully: nothing to draw.")
-    hosts = sorted(set(lad["host"]))
+        return note_figure(title, "No mode ran successfully: nothing to draw.")
+    rows = host_model_panels(lad)
+    hosts, models = {h for h, _ in rows}, {m for _, m in rows}
     points = [p for p in ("smallest", "largest") if p in set(lad["point"])]
     modes = ladder_order(lad["mode"])
     fig, axes = plt.subplots(
-        len(hosts), len(points), figsize=(1.2 + 0.75 * len(modes) * len(points), 4.6 * len(hosts)), squeeze=False
+        len(rows), len(points), figsize=(1.2 + 0.75 * len(modes) * len(points), 4.6 * len(rows)), squeeze=False
     )
-    for row, host in zip(axes, hosts):
-        h = lad[lad["host"] == host]
+    for row, (host, model) in zip(axes, rows):
+        h = lad[(lad["host"] == host) & (lad["model"] == model)]
         devices = host_first(h["device"])
         width = 0.8 / len(devices)
         for ax, point in zip(row, points):
@@ -173,9 +188,9 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
                 interval_bars(ax, pos, d)
             b = p["batch_size"].iloc[0] if len(p) else ""
             ax.set_xticks(range(len(modes)), modes, rotation=30, ha="right")
-            ax.set(yscale="log", xlabel="rung (ladder order)", ylabel="samples / s (median, 95 % interval)")
+            ax.set(yscale="log", xlabel="mode (ladder order)", ylabel="samples / s (median, 95 % interval)")
             log_ticks(ax, "y")
-            ax.set_title(f"batch {b}" + (f" — {host}" if len(hosts) > 1 else ""))
+            ax.set_title(panel_title(f"batch {b}", host, model, hosts, models))
             ax.grid(False, axis="x")
             ax.grid(True, axis="y", which="both", alpha=0.3)
             ax.margins(y=0.15)
@@ -203,10 +218,12 @@ def interval_bars(ax, pos, d: pd.DataFrame) -> None:
 
 def ladder_finding(lad: pd.DataFrame) -> str:
     """The ladder's title: the climb on each device at the smallest batch and, where an
-    accelerator ran, its best rung against the cpu's best at both batch sizes, with 95 % intervals."""
+    accelerator ran, its best mode against the cpu's best at both batch sizes, with 95 %
+    intervals (of the first host's first network: the others' are in their panels' words)."""
     parts = []
     host = sorted(set(lad["host"]))[0]
     h = lad[lad["host"] == host]
+    h = h[h["model"] == h["model"].iloc[0]]
     for device in host_first(h["device"]):
         s = h[(h["device"] == device) & (h["point"] == "smallest")]
         top = s.loc[s["samples_per_s"].idxmax()] if len(s) else None
@@ -222,7 +239,8 @@ def ladder_finding(lad: pd.DataFrame) -> str:
             for _, r in a.iterrows():
                 factor = with_ci(r["over_cpu_best"], r["over_cpu_best_lo"], r["over_cpu_best_hi"], times)
                 parts.append(f"best {device} = {factor} best cpu at batch {r['batch_size']}")
-    return "; ".join(parts) or "The mode ladder"
+    head = f"{h['model'].iloc[0]}: " if lad["model"].nunique() > 1 else ""
+    return head + "; ".join(parts) if parts else "The mode ladder"
 
 
 # 1 ------------------------------------------------------------------------------------------------
@@ -233,23 +251,26 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
     """samples/s against batch size, log-log; colour = device, marker = mode; median over the
     usable repeats with its 95 % interval (uncertainty.py) as a band, and the fitted B / (a + b·B) as a thin
     dotted curve. Runs left out of the analysis (a noisy or short timing) are drawn hollow. One
-    panel per host. With a single device, colour goes to the mode too (one colour would hide
-    which line is which) and the device moves to the title."""
+    panel per host x network. With a single device, colour goes to the mode too (one colour
+    would hide which line is which) and the device moves to the title."""
     ok = usable(runs, use).copy()
     title = "Training throughput by device and mode"
     if ok.empty:
         return note_figure(title, "No successful run: nothing to plot.")
     left = succeeded(runs)[lambda r: ~r.index.isin(ok.index)]
-    hosts = sorted(set(ok["host"]))
+    ok = ok.assign(model=pd.Categorical(ok["model"], networks(ok))).sort_values("model")
+    ok["model"] = ok["model"].astype(str)
+    panels = host_model_panels(ok)
+    hosts, models = {h for h, _ in panels}, {m for _, m in panels}
     devices = host_first(ok["device"])
     hue = "device" if len(devices) > 1 else "mode"
     if hue == "mode":
         title = f"Training throughput by mode on {devices[0]}"
     colour = {d: device_color(d) for d in devices} if hue == "device" else MODE_COLOR
     modes = ladder_order(ok["mode"])
-    fig, axes = grid(len(hosts), 2, size=(8, 5))
-    for ax, host in zip(axes, hosts):
-        h = ok[ok["host"] == host]
+    fig, axes = grid(len(panels), 2, size=(8, 5))
+    for ax, (host, model) in zip(axes, panels):
+        h = ok[(ok["host"] == host) & (ok["model"] == model)]
         sns.lineplot(
             data=h,
             x="batch_size",
@@ -271,7 +292,7 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
                 c = colour.get(device if hue == "device" else mode, "grey")
                 fill = ax.fill_between(*band, color=c, alpha=0.2, lw=0)
                 fill.set_gid("interval")
-        hl = left[left["host"] == host]
+        hl = left[(left["host"] == host) & (left["model"] == model)]
         for _, r in hl.iterrows():  # left out of the analysis: hollow, not connected
             c = colour.get(r[hue], "grey")
             (pt,) = ax.plot(
@@ -280,14 +301,15 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
             pt.set_gid("excluded")
         lo, hi = h["batch_size"].min(), h["batch_size"].max()
         xs = np.geomspace(lo, hi, 64) if hi > lo else np.array([lo])
-        for _, f in fits[(fits["host"] == host) & fits["a_us"].notna() & fits["b_us"].notna()].iterrows():
+        here = fits[(fits["host"] == host) & (fits["model"] == model)]
+        for _, f in here[here["a_us"].notna() & here["b_us"].notna()].iterrows():
             step = (f["a_us"] + f["b_us"] * xs) * 1e-6
             (line,) = ax.plot(xs, xs / step, ls=":", lw=1.0, alpha=0.8, color=colour.get(f[hue], "grey"))
             line.set_gid("fit")
         ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="samples / s (median, 95 % interval band)")
         log_ticks(ax, "x", ticks=h["batch_size"])
         log_ticks(ax, "y")
-        ax.set_title(f"{title} — {host}" if len(hosts) > 1 else title)
+        ax.set_title(panel_title(title, host, model, hosts, models))
         ax.grid(True, which="both", alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
         handles.append(Line2D([], [], ls=":", color="grey"))
@@ -304,8 +326,8 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
 def interval_band(g: pd.DataFrame):
     """(batch sizes, lo, hi) of one line's 95 % intervals of the median samples/s, from the same
     replicates as the tables; None where no batch size has one."""
-    b = KEYS.index("batch_size")
-    reps = uncertainty.replicates(g, KEYS)
+    b = PLACE_KEYS.index("batch_size")
+    reps = uncertainty.replicates(g, PLACE_KEYS)
     keys = sorted(reps, key=lambda k: k[b])
     bounds = [uncertainty.interval(k[b] / uncertainty.medians(reps[k])) for k in keys]
     if all(np.isnan(lo) for lo, _ in bounds):
@@ -315,7 +337,8 @@ def interval_band(g: pd.DataFrame):
 
 def throughput_finding(ok: pd.DataFrame) -> str:
     """How much a larger batch buys: module's gain (the tutorial's way) or the largest, and the
-    fastest rung at the largest batch."""
+    fastest mode at the largest batch (of the first network: the others' are in their panels)."""
+    ok = ok[ok["model"] == ok["model"].iloc[0]]
     med = ok.groupby(["device", "mode", "batch_size"])["samples_per_s"].median().reset_index()
     small, large = med["batch_size"].min(), med["batch_size"].max()
     if small == large:
@@ -338,21 +361,24 @@ def throughput_finding(ok: pd.DataFrame) -> str:
 
 @draws
 def speedup(spd: pd.DataFrame) -> plt.Figure:
-    """Heatmap of speedup (mode x batch size), one panel per host x accelerator over the cpu.
-    With no accelerator in the data, each mode over the reference mode on the cpu instead, so a
-    cpu-only run still shows what the speedup structure is."""
+    """Heatmap of speedup (mode x batch size), one panel per host x accelerator x network over the
+    cpu. With no accelerator in the data, each mode over the network's reference mode on the cpu
+    instead, so a cpu-only run still shows what the speedup structure is."""
     title = "Speedup"
     dev = spd[spd["kind"] == "device"]
     data, what = (dev, "over cpu, same mode") if len(dev) else (spd[spd["kind"] == "mode"], "")
     if data.empty:
         return note_figure(title, "Not enough successful runs to compare (no accelerator, one mode).")
-    panels = host_device_panels(data)
-    hosts = {h for h, _ in panels}
+    panels = [(h, d, m) for h, d in host_device_panels(data) for m in dict.fromkeys(data["model"])]
+    panels = [
+        (h, d, m) for h, d, m in panels if ((data["host"] == h) & (data["device"] == d) & (data["model"] == m)).any()
+    ]
+    hosts, models = {h for h, _, _ in panels}, {m for _, _, m in panels}
     fig, axes = grid(
         len(panels), 2, size=(1.0 + 1.1 * data["batch_size"].nunique(), 0.9 + 0.5 * data["mode"].nunique())
     )
-    for ax, (host, device) in zip(axes, panels):
-        p = data[(data["host"] == host) & (data["device"] == device)]
+    for ax, (host, device, model) in zip(axes, panels):
+        p = data[(data["host"] == host) & (data["device"] == device) & (data["model"] == model)]
         table = p.pivot_table(index="mode", columns="batch_size", values="speedup", aggfunc="median")
         table = table.reindex(ladder_order(table.index))
         annot = table.map(lambda v: "" if not np.isfinite(v) else times(v))
@@ -368,15 +394,182 @@ def speedup(spd: pd.DataFrame) -> plt.Figure:
         )
         ref = p["baseline_mode"].iloc[0]
         label = f"{device} {what}" if what else f"each mode over {ref}, {device}"
-        ax.set_title(f"{label}" + (f" — {host}" if len(hosts) > 1 else ""))
+        ax.set_title(panel_title(label, host, model, hosts, models))
         ax.set(xlabel="batch size", ylabel="mode")
     best = data.loc[data["speedup"].idxmax()]
     fig.suptitle(
         f"Up to {times(best['speedup'])}: {best['mode']} on {best['device']} at batch {best['batch_size']}"
+        + (f" ({best['model']})" if len(models) > 1 else "")
         + ("" if what else f" over {best['baseline_mode']}")
     )
     fig.tight_layout()
     return fig
+
+
+@draws
+def map_(m: pd.DataFrame) -> plt.Figure:
+    """Where the accelerator wins, per network: network size (FLOP per training sample, log) x batch
+    size (log); each cell the best accelerator mode's samples/s over the best cpu mode's (colour:
+    blue faster, red slower), and per network the batch size from which the accelerator wins (a
+    black edge), with its 95 % interval as a bar. One panel per place x accelerator. Where no
+    accelerator ran, one panel per place with the cpu's best mode and its samples/s in each cell,
+    and the title says so."""
+    title = "Where the accelerator wins, per network"
+    if m.empty:
+        return note_figure(title, "No network ran successfully: nothing to map.")
+    accelerated = m[m["device"] != HOST]
+    panels = host_device_panels(accelerated) if len(accelerated) else [(h, HOST) for h in sorted(set(m["host"]))]
+    hosts = {h for h, _ in panels}
+    sizes = sorted(set(m["batch_size"]))
+    order = list(dict.fromkeys(m.sort_values(["flop_per_sample", "model"])["model"]))
+    fig, axes = grid(len(panels), 2, size=(1.6 + 0.9 * len(sizes), 1.4 + 0.55 * len(order)))
+    for ax, (host, device) in zip(axes, panels):
+        p = m[(m["host"] == host) & (m["device"] == device)]
+        value = "over_cpu_best" if device != HOST else "samples_per_s"
+        table = p.pivot_table(index="model", columns="batch_size", values=value, aggfunc="first")
+        table = table.reindex(index=[o for o in order if o in table.index], columns=sizes)
+        if device != HOST:
+            annot = table.map(lambda v: "" if not np.isfinite(v) else times(v))
+            sns.heatmap(
+                np.log2(table),
+                annot=annot,
+                fmt="",
+                cmap="RdBu",
+                center=0,
+                ax=ax,
+                linewidths=0.5,
+                cbar_kws={"label": f"log2 best {device} / best cpu (blue: {device} faster)"},
+            )
+            wins = p.drop_duplicates("model").set_index("model").reindex(table.index)
+            for i, (_, r) in enumerate(wins.iterrows()):
+                if not np.isfinite(r.get("wins_from", np.nan)) and r.get("verdict") != "slower at every batch size":
+                    continue
+                col = lambda b: sizes.index(b) if b in sizes else len(sizes)  # noqa: E731  (inf: past the grid)
+                x, lo, hi = col(r["wins_from"]), col(r["wins_from_lo"]), col(r["wins_from_hi"])
+                if np.isfinite(r.get("wins_from_lo", np.nan)) or r.get("wins_from_lo") == np.inf:
+                    (bar,) = ax.plot([lo, hi], [i + 0.5, i + 0.5], color="black", lw=2.5, solid_capstyle="butt")
+                    bar.set_gid("interval")
+                (edge,) = ax.plot([x, x], [i, i + 1], color="black", lw=2)
+                edge.set_gid("crossover")
+            label = f"best {device} over best cpu"
+        else:
+            modes = p.pivot_table(index="model", columns="batch_size", values="best_mode", aggfunc="first")
+            modes = modes.reindex(index=table.index, columns=sizes)
+            annot = pd.DataFrame(
+                [
+                    [f"{rate(v)}\n{k}" if np.isfinite(v) else "" for v, k in zip(vs, ks)]
+                    for vs, ks in zip(table.values, modes.values)
+                ],
+                index=table.index,
+                columns=table.columns,
+            )
+            sns.heatmap(
+                np.log10(table),
+                annot=annot,
+                fmt="",
+                cmap="viridis",
+                ax=ax,
+                linewidths=0.5,
+                cbar_kws={"label": "log10 samples/s of the cpu's best mode"},
+            )
+            label = "no accelerator ran: the cpu's best mode, samples/s"
+        flops = p.drop_duplicates("model").set_index("model")["flop_per_sample"].reindex(table.index)
+        ax.set_yticks(np.arange(len(table)) + 0.5, [f"{k}\n{flop(v)}" for k, v in flops.items()], rotation=0)
+        ax.set(xlabel="batch size", ylabel="network (FLOP per sample)")
+        ax.set_title(label + (f" — {host}" if len(hosts) > 1 else ""))
+    fig.suptitle(map_finding(m, panels[0]))
+    fig.tight_layout()
+    return fig
+
+
+def map_finding(m: pd.DataFrame, panel) -> str:
+    """The map's title: for the first panel, the networks the accelerator beats the cpu on and
+    from which batch size, or that no accelerator ran."""
+    host, device = panel
+    if device == HOST:
+        return f"No accelerator ran on {host}: the cpu's side of the map only"
+    p = m[(m["host"] == host) & (m["device"] == device)].drop_duplicates("model")
+    p = p.sort_values("flop_per_sample")
+    parts = [
+        f"{r['model']} from batch {bs(r['wins_from'])}"
+        for _, r in p.iterrows()
+        if r.get("verdict") in ("slower below, faster above", "faster at every batch size")
+    ]
+    if not parts:
+        return f"{device}'s best mode beats the cpu's best on no network of the grid"
+    return f"{device}'s best mode beats the cpu's best: " + ", ".join(parts)
+
+
+@draws
+def cost(fits: pd.DataFrame) -> plt.Figure:
+    """Each mode's cost per sample (the fit's b, with its 95 % interval) against the network's
+    FLOP per training sample, log-log: where b stays flat, overhead per sample (Python, dispatch,
+    memory traffic) sets it; where it grows with the FLOP, arithmetic has taken over. On the cpu
+    the arithmetic limit of one core (FLOP at its measured peak rate) is drawn as a dashed line:
+    no mode on one thread can go below it. Colour = mode, marker = device; one panel per place."""
+    title = "Cost per sample against network size"
+    f = fits[fits["b_us"].notna() & fits["flop_per_sample"].notna()] if "flop_per_sample" in fits.columns else fits
+    if f.empty or f["model"].nunique() < 1:
+        return note_figure(title, "No fit of a + b·batch: nothing to draw (run two or more batch sizes).")
+    hosts = sorted(set(f["host"]))
+    fig, axes = grid(len(hosts), 2, size=(7.5, 5))
+    for ax, host in zip(axes, hosts):
+        h = f[f["host"] == host].sort_values("flop_per_sample")
+        for (device, mode), g in h.groupby(["device", "mode"], sort=False):
+            colour = MODE_COLOR.get(mode, "grey")
+            (line,) = ax.plot(
+                g["flop_per_sample"],
+                g["b_us"],
+                marker=device_marker(device),
+                color=colour,
+                label=f"{mode} ({device})" if h["device"].nunique() > 1 else mode,
+            )
+            line.set_gid(f"{device}|{mode}")
+            if {"b_us_lo", "b_us_hi"} <= set(g.columns) and g["b_us_lo"].notna().any():
+                err = np.array([(g["b_us"] - g["b_us_lo"]).clip(lower=0), (g["b_us_hi"] - g["b_us"]).clip(lower=0)])
+                bars = ax.errorbar(g["flop_per_sample"], g["b_us"], yerr=err, fmt="none", ecolor=colour, elinewidth=1)
+                bars.lines[2][0].set_gid("interval")
+        lim = (
+            h[(h["device"] == HOST) & h["limit_us"].notna()].drop_duplicates("model") if "limit_us" in h else h.iloc[:0]
+        )
+        if len(lim):
+            (line,) = ax.plot(
+                lim["flop_per_sample"],
+                lim["limit_us"],
+                ls="--",
+                color="black",
+                lw=1,
+                label="arithmetic limit, one cpu core",
+            )
+            line.set_gid("limit")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="FLOP per training sample (network size)",
+            ylabel="cost per sample b (µs, 95 % interval)",
+        )
+        log_ticks(ax, "x")
+        log_ticks(ax, "y")
+        ax.set_title(title + (f" — {host}" if len(hosts) > 1 else ""))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    fig.suptitle(cost_finding(f))
+    fig.tight_layout()
+    return fig
+
+
+def cost_finding(f: pd.DataFrame) -> str:
+    """The cost figure's title: on the first place's cpu, how much of the fastest mode's cost per
+    sample the arithmetic explains at the smallest and the largest network."""
+    h = f[(f["host"] == sorted(set(f["host"]))[0]) & (f["device"] == HOST)]
+    if h.empty or "limit_us" not in h or h["limit_us"].isna().all() or h["model"].nunique() < 2:
+        return "Cost per sample (b of step time = a + b·batch) against FLOP per sample"
+    best = h.loc[h.groupby("model")["b_us"].idxmin()].sort_values("flop_per_sample")
+    lo, hi = best.iloc[0], best.iloc[-1]
+    return (
+        f"cpu: {lo['model']} costs {us(lo['b_us'])} per sample ({times(lo['b_us'] / lo['limit_us'])} its arithmetic), "
+        f"{hi['model']} {us(hi['b_us'])} ({times(hi['b_us'] / hi['limit_us'])})"
+    )
 
 
 # 3 ------------------------------------------------------------------------------------------------
@@ -385,23 +578,25 @@ def speedup(spd: pd.DataFrame) -> plt.Figure:
 @draws
 def breakdown(prof: pd.DataFrame) -> plt.Figure:
     """Stacked bars: where a profiled step's time goes, per mode (ladder order, top to bottom), at
-    the smallest and the largest batch size; one row of panels per host x device."""
+    the smallest and the largest batch size; one row of panels per host x device x network."""
     title = "Step-time breakdown (torch.profiler)"
     ok = succeeded(prof)
     if ok.empty:
         return note_figure(title, "No profile succeeded: nothing to break down.")
     ok = ok.copy()
     phases = [c for c in PHASES if c in ok.columns and ok[c].fillna(0).gt(0).any()]
-    rows = host_device_panels(ok)
-    hosts = {h for h, _ in rows}
+    order = list(dict.fromkeys(ok.sort_values("step_us_plain")["model"]))  # smaller networks first
+    rows = [(h, d, m) for h, d in host_device_panels(ok) for m in order]
+    rows = [(h, d, m) for h, d, m in rows if ((ok["host"] == h) & (ok["device"] == d) & (ok["model"] == m)).any()]
+    hosts, models = {h for h, _, _ in rows}, {m for _, _, m in rows}
     sizes = sorted(set(ok["batch_size"]))
     modes = ladder_order(ok["mode"])
     fig, axes = plt.subplots(
         len(rows), len(sizes), figsize=(6 * len(sizes), (1.4 + 0.4 * len(modes)) * len(rows) + 0.8), squeeze=False
     )
-    for (host, device), row in zip(rows, axes):
+    for (host, device, model), row in zip(rows, axes):
         for ax, b in zip(row, sizes):
-            p = ok[(ok["host"] == host) & (ok["device"] == device) & (ok["batch_size"] == b)]
+            p = ok[(ok["host"] == host) & (ok["device"] == device) & (ok["model"] == model) & (ok["batch_size"] == b)]
             p = p.set_index("mode").reindex(modes).dropna(how="all", subset=phases)
             left = np.zeros(len(p))
             for c in phases:
@@ -410,7 +605,7 @@ def breakdown(prof: pd.DataFrame) -> plt.Figure:
                 left += v
             ax.invert_yaxis()  # modes top to bottom in ladder order
             ax.set(xlabel="µs per step (profiled)", ylabel="mode")
-            ax.set_title(f"{device}, batch {b}" + (f" — {host}" if len(hosts) > 1 else ""))
+            ax.set_title(panel_title(f"{device}, batch {b}", host, model, hosts, models))
             ax.xaxis.set_major_locator(MaxNLocator(5))
             ax.grid(False, axis="y")
             ax.grid(True, axis="x", alpha=0.3)
@@ -430,20 +625,27 @@ def breakdown(prof: pd.DataFrame) -> plt.Figure:
 @draws
 def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",)) -> plt.Figure:
     """Test accuracy after each epoch against cumulative training time (time to accuracy): colour
-    = mode, line style = device, one panel per batch size (and host); median over the repeats."""
+    = mode, line style = batch size, one panel per host x network x device; median over the
+    repeats."""
     title = "Test accuracy against training time"
-    ok = usable(runs, use)[["host", "device", "mode", "batch_size", "repeat"]]
-    e = epochs.merge(ok, on=["host", "device", "mode", "batch_size", "repeat"]) if len(epochs) else epochs
+    keys = ["host", "device", "model", "mode", "batch_size", "repeat"]
+    ok = usable(runs, use)[keys]
+    e = epochs.merge(ok, on=keys) if len(epochs) else epochs
     if e.empty:
         return note_figure(title, "No successful run with per-epoch records.")
-    med = e.groupby(["host", "device", "mode", "batch_size", "epoch"], as_index=False)[
-        ["cum_train_s", "test_accuracy"]
-    ].median()
-    panels = sorted(set(zip(med["host"], med["batch_size"])))
-    hosts = {h for h, _ in panels}
+    med = e.groupby(keys[:-1] + ["epoch"], as_index=False)[["cum_train_s", "test_accuracy"]].median()
+    med["batch"] = med["batch_size"].map(lambda b: f"batch {b}")
+    batches = [f"batch {b}" for b in sorted(set(med["batch_size"]))]
+    order = networks(runs[runs["model"].isin(set(med["model"]))])
+    panels = [(h, m, d) for h in sorted(set(med["host"])) for m in order for d in host_first(med["device"])]
+    panels = [
+        (h, m, d) for h, m, d in panels if ((med["host"] == h) & (med["model"] == m) & (med["device"] == d)).any()
+    ]
+    hosts, models = {h for h, _, _ in panels}, {m for _, m, _ in panels}
+    devices = {d for _, _, d in panels}
     fig, axes = grid(len(panels), 3, size=(5.5, 4))
-    for ax, (host, b) in zip(axes, panels):
-        p = med[(med["host"] == host) & (med["batch_size"] == b)]
+    for ax, (host, model, device) in zip(axes, panels):
+        p = med[(med["host"] == host) & (med["model"] == model) & (med["device"] == device)]
         sns.lineplot(
             data=p,
             x="cum_train_s",
@@ -451,15 +653,15 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",))
             hue="mode",
             hue_order=ladder_order(med["mode"]),
             palette=MODE_COLOR,
-            style="device",
-            style_order=host_first(med["device"]),
-            markers={d: device_marker(d) for d in set(med["device"])},
+            style="batch",
+            style_order=batches,
+            markers=True,
             ax=ax,
         )
         if target is not None:
             ax.axhline(target, ls="--", color="grey", lw=0.8, label=f"target {target}")
         ax.set(xscale="log", xlabel="training time (s, cumulative, log)", ylabel="test accuracy", ylim=(0, 1))
-        ax.set_title(f"batch {b}" + (f" — {host}" if len(hosts) > 1 else ""))
+        ax.set_title(panel_title(device if len(devices) > 1 else "test accuracy", host, model, hosts, models))
         ax.grid(True, which="both", alpha=0.3)
         log_ticks(ax, "x")
         handles, labels = ax.get_legend_handles_labels()
@@ -469,7 +671,8 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",))
     last = med[med["epoch"] == med["epoch"].max()]
     top = last.loc[last["test_accuracy"].idxmax()]
     fig.suptitle(
-        f"{title}: best {top['test_accuracy']:.2f} ({top['mode']} on {top['device']}, batch {top['batch_size']})"
+        f"{title}: best {top['test_accuracy']:.2f} ({top['model']}, {top['mode']} on {top['device']}, "
+        f"batch {top['batch_size']})"
     )
     fig.tight_layout()
     return fig
@@ -523,12 +726,15 @@ def bandwidth(transfer: pd.DataFrame) -> plt.Figure:
 @draws
 def ops(prof: pd.DataFrame) -> plt.Figure:
     """Torch ops dispatched per training step (in the step + fetching the batch), per mode; a second
-    row with kernel launches when an accelerator that launches kernels was profiled."""
+    row with kernel launches when an accelerator that launches kernels was profiled. A bar per
+    device (and host, and network, where there are several)."""
     title = "Ops per training step (torch.profiler)"
     ok = succeeded(prof).copy()
     if ok.empty:
         return note_figure(title, "No profile succeeded: nothing to count.")
     ok["target"] = ok["device"] if ok["host"].nunique() == 1 else ok["host"] + " · " + ok["device"]
+    if ok["model"].nunique() > 1:
+        ok["target"] = ok["target"] + " · " + ok["model"]
     ok["torch ops per step"] = ok["ops_step"] + ok["ops_batch"]
     measures = ["torch ops per step"]
     if "launches" in ok.columns and ok["launches"].notna().any():

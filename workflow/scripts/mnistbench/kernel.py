@@ -28,12 +28,6 @@ SOURCE = Path(__file__).with_name("kernel.c")
 # otherwise crowd a real error out of the message.
 FLAGS = tuple(["-O3", *arch, *omp, "-Wno-psabi"] for omp in (["-fopenmp"], []) for arch in (["-march=native"], []))
 BUILD_TIMEOUT_S = 300
-# The arithmetic of one training sample, counted in multiply-adds: the forward pass (784x16 +
-# 16x16 + 16x10), the weight gradients (the same again) and the hidden layers' deltas (16x16 +
-# 16x10; nothing needs the input's). The SGD update folds into the weight gradient's FMA, and
-# the biases, sigmoids, softmax and exps are left out. 2 FLOP per multiply-add: 52 672.
-_FWD_MACS = 784 * 16 + 16 * 16 + 16 * 10
-FLOP_PER_SAMPLE = 2 * (2 * _FWD_MACS + 16 * 16 + 16 * 10)
 _loaded = {}
 
 
@@ -149,10 +143,9 @@ def load() -> ctypes.CDLL:
     raise BuildError(f"{' '.join(cc)} could not build {SOURCE.name}: {error}")
 
 
-def arithmetic_limit_us_per_sample(iters: int = 2_000_000, repeats: int = 5) -> float:
-    """Microseconds per training sample if one thread did FLOP_PER_SAMPLE at its peak FMA rate
-    (kernel.c's fma_gflops, the best of `repeats` runs): a floor for one thread on dense data.
-    Builds the kernel; BuildError if it cannot."""
+def fma_gflops(iters: int = 2_000_000, repeats: int = 5) -> float:
+    """One thread's peak rate of fused multiply-adds in GFLOP/s (kernel.c's fma_gflops, the best
+    of `repeats` runs): a network's arithmetic limit on one core is its FLOP per training sample
+    at this rate (spec.Network.flop_per_sample). Builds the kernel; BuildError if it cannot."""
     lib = load()
-    gflops = max(lib.fma_gflops(iters) for _ in range(repeats))
-    return FLOP_PER_SAMPLE / (gflops * 1e3)
+    return max(lib.fma_gflops(iters) for _ in range(repeats))

@@ -1,21 +1,23 @@
-"""The mode ladder: one model, trained by implementations from the beginner's code to the fastest.
+"""The mode ladder: each network, trained by implementations from the beginner's code to the fastest.
 
-Each mode is a class with the same small interface, named in the ladder's registry (ladder.py:
-names, order, device kinds) and found here as MODES[name]:
+Each mode is a class with the same small interface, named in the registry (catalog.MODES: names,
+order, device kinds, the networks and settings it supports) and found here as CLASSES[name]:
 
-    mode = MODES[name](params, device, batch_size, loss=..., lr=...)
+    mode = CLASSES[name](spec, state, device, batch_size)
     mode.setup(batch)          # one-off cost (compile, graph capture, build), timed apart; must not train
     for batch in mode.epoch(data, perm): mode.step(batch)
-    mode.params()              # current parameters, named as in model.NAMES
+    mode.params()              # current state, named as model.initial_state names it
 
-`step` does one training step and returns None; a mode that does several per call (`compiled`
-and `kernel` at small batch sizes) yields that many steps' samples per item and returns the count.
+`spec` (spec.Spec) is the network and its training settings (loss, lr, ...), `state` its initial
+parameters (model.initial_state): every mode of a repeat starts from the same. `step` does one
+training step and returns None; a mode that does several per call (`compiled` and `kernel` at
+small batch sizes) yields that many steps' samples per item and returns the count.
 
 `data` holds x [N, 784] float32, y [N] int64 and t [N, 10] one-hot float32 on the device (or on
 the host for `dataloader`); `perm` is the epoch's sample order. Every mode computes the true
 gradient of the mean loss over the batch, except `seed`, which reproduces the beginner's code,
 diagonal-only softmax derivative included. To add a mode: write its class here, register it in
-ladder.MODES, describe it in the docs (README.md, config/README.md: tests/test_docs.py checks them) and
+catalog.MODES, describe it in the docs (README.md, config/README.md: tests/test_docs.py checks them) and
 add it to the tests in tests/test_modes.py.
 """
 
@@ -24,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mnistbench import devices, kernel, ladder, model
+from mnistbench import catalog, devices, kernel, model, spec
 
 
 class Unsupported(Exception):
@@ -35,10 +37,10 @@ class Mode:
     steps_per_call = 1  # training steps per call of step()
     host_data = False  # True: the data stays in host memory and each batch is copied (dataloader)
 
-    def __init__(self, params, device, batch_size, loss="cross_entropy", lr=0.1, amp_dtype="float16"):
-        self.device, self.batch_size, self.loss, self.lr = device, batch_size, loss, lr
-        self.amp_dtype = amp_dtype
-        self.p = {k: v.detach().to(device, torch.float32).clone() for k, v in params.items()}
+    def __init__(self, s: spec.Spec, state: dict, device: str, batch_size: int):
+        self.spec, self.device, self.batch_size = s, device, batch_size
+        self.loss, self.lr = s.loss, s.lr
+        self.p = {k: v.detach().to(device).clone() for k, v in state.items()}
 
     def epoch(self, data, perm):
         """Items of one epoch in `perm` order, each the samples of steps_per_call whole batches (the
@@ -83,34 +85,33 @@ def _dsoftmax(x):
 
 class Seed(Mode):
     def _forward(self, x):
-        p = self.p
-        z1 = x @ p["w1"].T + p["b1"]
-        a1 = _sigmoid(z1)
-        z2 = a1 @ p["w2"].T + p["b2"]
-        a2 = _sigmoid(z2)
-        z3 = a2 @ p["w3"].T + p["b3"]
-        return z1, a1, z2, a2, z3
+        """The pre-activations of every hidden layer, the activations (the input first) and the
+        output layer's z."""
+        n = len(self.p) // 2
+        zs, acts = [], [x]
+        for i in range(1, n):
+            z = acts[-1] @ self.p[f"w{i}"].T + self.p[f"b{i}"]
+            zs.append(z)
+            acts.append(_sigmoid(z))
+        return zs, acts, acts[-1] @ self.p[f"w{n}"].T + self.p[f"b{n}"]
 
     def step(self, batch):
         x, y, _ = batch
         target = F.one_hot(y, 10).float()
-        z1, a1, z2, a2, z3 = self._forward(x)
-        out = _softmax(z3)
+        zs, acts, z = self._forward(x)
+        out = _softmax(z)
         if self.loss == "cross_entropy":
-            d3 = (out - target) / len(x)
+            d = (out - target) / len(x)
         else:
-            d3 = 2 * (out - target) / len(x) * _dsoftmax(z3)
-        d2 = (d3 @ self.p["w3"]) * _dsigmoid(z2)
-        d1 = (d2 @ self.p["w2"]) * _dsigmoid(z1)
-        lr = self.lr
-        self.p = {
-            "w1": self.p["w1"] - lr * (d1.T @ x),
-            "b1": self.p["b1"] - lr * d1.sum(0),
-            "w2": self.p["w2"] - lr * (d2.T @ a1),
-            "b2": self.p["b2"] - lr * d2.sum(0),
-            "w3": self.p["w3"] - lr * (d3.T @ a2),
-            "b3": self.p["b3"] - lr * d3.sum(0),
-        }
+            d = 2 * (out - target) / len(x) * _dsoftmax(z)
+        lr, new = self.lr, {}
+        for i in range(len(self.p) // 2, 0, -1):
+            w = self.p[f"w{i}"]
+            new[f"w{i}"] = w - lr * (d.T @ acts[i - 1])
+            new[f"b{i}"] = self.p[f"b{i}"] - lr * d.sum(0)
+            if i > 1:
+                d = (d @ w) * _dsigmoid(zs[i - 2])
+        self.p = {k: new[k] for k in self.p}
         out = _softmax(self._forward(x)[-1])
         if self.loss == "cross_entropy":
             loss = -(target * torch.log(out)).sum(-1).mean()
@@ -125,38 +126,39 @@ class Seed(Mode):
 class Manual(Mode):
     """True gradients by hand into preallocated buffers, in-place SGD: no allocation per step."""
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        b, dev = self.batch_size, self.device
-        self.a1, self.a2 = torch.empty(b, 16, device=dev), torch.empty(b, 16, device=dev)
-        self.s, self.d3 = torch.empty(b, 10, device=dev), torch.empty(b, 10, device=dev)
-        self.d2, self.d1 = torch.empty(b, 16, device=dev), torch.empty(b, 16, device=dev)
-        self.h, self.r = torch.empty(b, 16, device=dev), torch.empty(b, 1, device=dev)
-        self.u = torch.empty(b, 10, device=dev)
+    def __init__(self, *args):
+        super().__init__(*args)
+        b, dev, sizes = self.batch_size, self.device, self.spec.network.sizes
+        e = lambda *shape: torch.empty(*shape, device=dev)  # noqa: E731
+        self.a = [e(b, w) for w in sizes[1:-1]]  # hidden activations
+        self.d = [e(b, w) for w in sizes[1:]]  # every layer's delta
+        self.h = [e(b, w) for w in sizes[1:-1]]  # sigmoid's derivative of each hidden layer
+        self.s, self.r, self.u = e(b, sizes[-1]), e(b, 1), e(b, sizes[-1])
         self.g = {k: torch.empty_like(v) for k, v in self.p.items()}
 
     def backward(self, x, t):
         """Fill self.g with the gradients of the mean loss at (x, t)."""
-        p, g, n = self.p, self.g, x.shape[0]
-        a1, a2, s, d3, d2, d1, h, r = self.a1, self.a2, self.s, self.d3, self.d2, self.d1, self.h, self.r
-        torch.addmm(p["b1"], x, p["w1"].t(), out=a1).sigmoid_()
-        torch.addmm(p["b2"], a1, p["w2"].t(), out=a2).sigmoid_()
-        torch.addmm(p["b3"], a2, p["w3"].t(), out=s)
+        p, g, n, s = self.p, self.g, x.shape[0], self.s
+        acts = [x, *self.a]
+        layers = len(acts)
+        for i, a in enumerate(self.a, start=1):
+            torch.addmm(p[f"b{i}"], acts[i - 1], p[f"w{i}"].t(), out=a).sigmoid_()
+        torch.addmm(p[f"b{layers}"], acts[-1], p[f"w{layers}"].t(), out=s)
         torch.softmax(s, dim=1, out=s)
+        d = self.d[-1]
         if self.loss == "cross_entropy":
-            torch.sub(s, t, out=d3).div_(n)
+            torch.sub(s, t, out=d).div_(n)
         else:
-            torch.sub(s, t, out=d3).mul_(2.0 / n)  # dL/ds
-            torch.sum(torch.mul(d3, s, out=self.u), dim=1, keepdim=True, out=r)
-            d3.sub_(r).mul_(s)
-        torch.mm(d3.t(), a2, out=g["w3"])
-        torch.sum(d3, 0, out=g["b3"])
-        torch.mm(d3, p["w3"], out=d2).mul_(torch.addcmul(a2, a2, a2, value=-1.0, out=h))
-        torch.mm(d2.t(), a1, out=g["w2"])
-        torch.sum(d2, 0, out=g["b2"])
-        torch.mm(d2, p["w2"], out=d1).mul_(torch.addcmul(a1, a1, a1, value=-1.0, out=h))
-        torch.mm(d1.t(), x, out=g["w1"])
-        torch.sum(d1, 0, out=g["b1"])
+            torch.sub(s, t, out=d).mul_(2.0 / n)  # dL/ds
+            torch.sum(torch.mul(d, s, out=self.u), dim=1, keepdim=True, out=self.r)
+            d.sub_(self.r).mul_(s)
+        for i in range(layers, 0, -1):
+            a = acts[i - 1]
+            torch.mm(d.t(), a, out=g[f"w{i}"])
+            torch.sum(d, 0, out=g[f"b{i}"])
+            if i > 1:
+                h = torch.addcmul(a, a, a, value=-1.0, out=self.h[i - 2])
+                d = torch.mm(d, p[f"w{i}"], out=self.d[i - 2]).mul_(h)
 
     def step(self, batch):
         x, _, t = batch
@@ -169,8 +171,8 @@ class Manual(Mode):
 
 
 class Autograd(Mode):
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, *args):
+        super().__init__(*args)
         for v in self.p.values():
             v.requires_grad_(True)
 
@@ -198,19 +200,13 @@ class SoftmaxMSELoss(nn.Module):
         return (torch.softmax(z, dim=1) - t).square().sum(1).mean()
 
 
-def make_net(params, device) -> nn.Sequential:
-    net = nn.Sequential(nn.Linear(784, 16), nn.Sigmoid(), nn.Linear(16, 16), nn.Sigmoid(), nn.Linear(16, 10))
-    with torch.no_grad():
-        for i, layer in zip((1, 2, 3), net[::2]):
-            layer.weight.copy_(params[f"w{i}"])
-            layer.bias.copy_(params[f"b{i}"])
-    return net.to(device)
-
-
 class Module(Mode):
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.net = make_net(self.p, self.device)
+    """The network as an nn.Module (nn.Linear layers for the family, a user's own class) trained
+    with torch.optim.SGD: the way a tutorial writes it."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.net = model.module(self.spec, self.p, self.device)
         self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
         self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr)
 
@@ -221,10 +217,7 @@ class Module(Mode):
         self.opt.step()
 
     def params(self):
-        p = {}
-        for i, layer in zip((1, 2, 3), self.net[::2]):
-            p[f"w{i}"], p[f"b{i}"] = layer.weight.detach(), layer.bias.detach()
-        return p
+        return model.module_state(self.spec, self.net)
 
 
 class DataLoaderMode(Module):
@@ -243,41 +236,64 @@ class DataLoaderMode(Module):
 
 
 def _sgd_step_one(p, x, t, loss, lr):
-    """One SGD step on one sample (x [1, 784], t [1, 10]), the true gradient of `model.grads`
-    with its matrix products written as broadcasts: at one sample they are matrix-vector and
-    outer products, and in this form inductor fuses each gradient into its weight's update (no
-    gradient buffer, no BLAS call). Every gradient is computed before any weight changes."""
-    w1, b1, w2, b2, w3, b3 = (p[k] for k in model.NAMES)
-    x, t = x[0], t[0]
-    a1 = torch.sigmoid((w1 * x).sum(1) + b1)
-    a2 = torch.sigmoid((w2 * a1).sum(1) + b2)
-    s = torch.softmax((w3 * a2).sum(1) + b3, dim=0)
-    if loss == "cross_entropy":
-        d3 = s - t
-    else:
-        g = 2.0 * (s - t)  # dL/ds
-        d3 = s * (g - (g * s).sum())
-    d2 = (d3[:, None] * w3).sum(0) * a2 * (1.0 - a2)
-    d1 = (d2[:, None] * w2).sum(0) * a1 * (1.0 - a1)
-    for w, b, d, a in ((w3, b3, d3, a2), (w2, b2, d2, a1), (w1, b1, d1, x)):
-        w.sub_(d[:, None] * a, alpha=lr)
+    """One SGD step on one sample (x [1, 784], t [1, 10]) of a family network, the true gradient of
+    `model.grads` with its matrix products written as broadcasts: at one sample they are
+    matrix-vector and outer products, and in this form inductor fuses each gradient into its
+    weight's update (no gradient buffer, no BLAS call). Every gradient is computed before any
+    weight changes."""
+    ws = model.layers(p)
+    acts = [x[0]]
+    for w, b in ws[:-1]:
+        acts.append(torch.sigmoid((w * acts[-1]).sum(1) + b))
+    w, b = ws[-1]
+    d = model.output_delta(torch.softmax((w * acts[-1]).sum(1) + b, dim=0)[None], t, loss, 1)[0]
+    deltas = []
+    for i in range(len(ws), 0, -1):
+        deltas.append((i, d))
+        if i > 1:
+            a = acts[i - 1]
+            d = (d[:, None] * ws[i - 1][0]).sum(0) * a * (1.0 - a)
+    for i, d in deltas:
+        w, b = ws[i - 1]
+        w.sub_(d[:, None] * acts[i - 1], alpha=lr)
         b.sub_(d, alpha=lr)
 
 
+def _compile_in_process() -> None:
+    # Compile in this process: inductor's pool of compile processes each import torch first,
+    # which for the few small graphs of these networks costs more than it saves (2-core machine,
+    # one process compiling every batch size from a warm cache: 5.7-5.8 s against 7.4 s).
+    try:
+        import torch._inductor.config as inductor
+
+        inductor.compile_threads = 1
+    except (ImportError, AttributeError):  # another torch: its default stands
+        pass
+
+
 class Compiled(Mode):
-    """The whole step (hand-derived gradients + SGD update) as one function through torch.compile.
+    """The whole step (hand-derived gradients + SGD update) as one function through torch.compile;
+    a user's module is compiled as a tutorial does it (torch.compile(net), then autograd and
+    torch.optim.SGD).
 
     A compiled call costs ~27 µs of host time before any work (guards, wrappers: measured with an
     empty compiled function on the 2-core dev machine), most of a batch-1 step on the cpu. So at
-    batch size 1 on the cpu, UNROLL consecutive steps go into one compiled call: still one sample
-    and one update per step, in order, only without a Python round trip between them. (On cuda
-    the cure for per-call cost is graph replay: the `cudagraph` mode.)
+    batch size 1 on the cpu, UNROLL consecutive steps of a family network go into one compiled
+    call: still one sample and one update per step, in order, only without a Python round trip
+    between them. (On cuda the cure for per-call cost is graph replay: the `cudagraph` mode.)
     """
 
     UNROLL = 8
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, *args):
+        super().__init__(*args)
+        if not self.spec.network.family:
+            self.net = model.module(self.spec, self.p, self.device)
+            self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr)
+            _compile_in_process()
+            self.cnet = torch.compile(self.net, dynamic=False)
+            return
         loss, lr, b = self.loss, self.lr, self.batch_size
         one = devices.is_host(self.device) and b == 1
         self.steps_per_call = self.UNROLL if one else 1
@@ -286,31 +302,29 @@ class Compiled(Mode):
             if one:
                 return _sgd_step_one(p, x, t, loss, lr)
             g = model.grads(p, x, t, loss)
-            for k in model.NAMES:
+            for k in p:
                 p[k].sub_(g[k], alpha=lr)
 
         def sgd_steps(p, xs, ts):  # unrolled by torch.compile: one graph for all of them
             for i in range(0, xs.shape[0], b):
                 sgd_step(p, xs[i : i + b], ts[i : i + b])
 
-        # Compile in this process: inductor's pool of compile processes each import torch first,
-        # which for the few small graphs of this model costs more than it saves (2-core machine,
-        # one process compiling every batch size from a warm cache: 5.7-5.8 s against 7.4 s).
-        try:
-            import torch._inductor.config as inductor
-
-            inductor.compile_threads = 1
-        except (ImportError, AttributeError):  # another torch: its default stands
-            pass
+        _compile_in_process()
         self.fn = torch.compile(sgd_steps, fullgraph=True, dynamic=False)
         self.fn_last = torch.compile(sgd_step, fullgraph=True, dynamic=False) if one else None
 
     def setup(self, batch):
-        # Compile on a copy of the parameters, so compiling does not train; both functions the
-        # epoch may need, so nothing compiles inside a timed loop.
-        x, _, t = batch
+        # Compile without training: on copies of the parameters (a family network), or on the
+        # module whose weights are put back afterwards (a user's); every function the epoch may
+        # need, so nothing compiles inside a timed loop.
+        x, y, t = batch
         b = self.batch_size
         try:
+            if not self.spec.network.family:
+                saved = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+                self._module_step(x[:b], y[:b])
+                self.net.load_state_dict(saved)
+                return
             if x.shape[0] == b * self.steps_per_call:
                 self.fn({k: v.clone() for k, v in self.p.items()}, x, t)
             if self.fn_last is not None:
@@ -318,8 +332,16 @@ class Compiled(Mode):
         except Exception as e:  # inductor raises many types; all mean "cannot compile here"
             raise Unsupported(f"torch.compile failed on {self.device}: {' '.join(str(e).split())[:200]}") from e
 
+    def _module_step(self, x, y):
+        self.opt.zero_grad(set_to_none=True)
+        self.criterion(self.cnet(x), y).backward()
+        self.opt.step()
+
     def step(self, batch):
-        x, _, t = batch
+        x, y, t = batch
+        if not self.spec.network.family:
+            self._module_step(x, y)
+            return None
         n = x.shape[0] // self.batch_size
         if n == self.steps_per_call:
             self.fn(self.p, x, t)
@@ -329,18 +351,21 @@ class Compiled(Mode):
                 self.fn_last(self.p, x[i : i + b], t[i : i + b])
         return n
 
+    def params(self):
+        return self.p if self.spec.network.family else model.module_state(self.spec, self.net)
+
 
 class Amp(Module):
     """`module` under autocast: bf16 on cpu; on cuda fp16 with a GradScaler, or bf16 (config)."""
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, *args):
+        super().__init__(*args)
         self.kind = devices.kind(self.device)
         if not devices.is_host(self.device):
             # The fused SGD reads the scaler's overflow flag on the device; with the default one
             # GradScaler.step fetches it to the host (a sync every step).
             self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr, fused=True)
-        self.dtype = devices.autocast_dtype(self.device, self.amp_dtype)
+        self.dtype = devices.autocast_dtype(self.device, self.spec.settings["amp_dtype"])
         self.scaler = torch.amp.GradScaler(self.kind, enabled=self.dtype == torch.float16)
 
     def step(self, batch):
@@ -398,13 +423,15 @@ class CudaGraph(Module):
 class Numpy(Mode):
     """Hand-written forward/backward in NumPy float32, preallocated buffers, in-place SGD."""
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, *args):
+        super().__init__(*args)
         self.np = {k: v.numpy() for k, v in self.p.items()}  # shares memory with self.p
-        b = self.batch_size
+        b, sizes = self.batch_size, self.spec.network.sizes
         e = lambda *shape: np.empty(shape, dtype=np.float32)  # noqa: E731
-        self.a1, self.a2, self.s, self.d3 = e(b, 16), e(b, 16), e(b, 10), e(b, 10)
-        self.d2, self.d1, self.h, self.r, self.u = e(b, 16), e(b, 16), e(b, 16), e(b, 1), e(b, 10)
+        self.a = [e(b, w) for w in sizes[1:-1]]  # hidden activations
+        self.d = [e(b, w) for w in sizes[1:]]  # every layer's delta
+        self.h = [e(b, w) for w in sizes[1:-1]]  # sigmoid's derivative of each hidden layer
+        self.s, self.r, self.u = e(b, sizes[-1]), e(b, 1), e(b, sizes[-1])
         self.g = {k: np.empty_like(v) for k, v in self.np.items()}
 
     def epoch(self, data, perm):
@@ -413,37 +440,40 @@ class Numpy(Mode):
         return ((x[i : i + b], None, t[i : i + b]) for i in range(0, len(perm) - b + 1, b))
 
     def backward(self, x, t):
-        p, g, n = self.np, self.g, x.shape[0]
-        a1, a2, s, d3, d2, d1, h, r = self.a1, self.a2, self.s, self.d3, self.d2, self.d1, self.h, self.r
-        for a, inp, w, bias in ((a1, x, p["w1"], p["b1"]), (a2, a1, p["w2"], p["b2"])):
-            np.matmul(inp, w.T, out=a)
-            a += bias
+        p, g, n, s, r = self.np, self.g, x.shape[0], self.s, self.r
+        acts = [x, *self.a]
+        layers = len(acts)
+        for i, a in enumerate(self.a, start=1):
+            np.matmul(acts[i - 1], p[f"w{i}"].T, out=a)
+            a += p[f"b{i}"]
             np.negative(a, out=a)
             np.exp(a, out=a)
             a += 1.0
             np.reciprocal(a, out=a)
-        np.matmul(a2, p["w3"].T, out=s)
-        s += p["b3"]
+        np.matmul(acts[-1], p[f"w{layers}"].T, out=s)
+        s += p[f"b{layers}"]
         s -= np.max(s, axis=1, keepdims=True, out=r)
         np.exp(s, out=s)
         s /= np.sum(s, axis=1, keepdims=True, out=r)
-        np.subtract(s, t, out=d3)
+        d = self.d[-1]
+        np.subtract(s, t, out=d)
         if self.loss == "cross_entropy":
-            d3 /= n
+            d /= n
         else:
-            d3 *= 2.0 / n
-            np.sum(np.multiply(d3, s, out=self.u), axis=1, keepdims=True, out=r)
-            d3 -= r
-            d3 *= s
-        np.matmul(d3.T, a2, out=g["w3"])
-        np.sum(d3, axis=0, out=g["b3"])
-        for d, dn, w, a, inp, gw, gb in ((d2, d3, p["w3"], a2, a1, "w2", "b2"), (d1, d2, p["w2"], a1, x, "w1", "b1")):
-            np.matmul(dn, w, out=d)
-            np.subtract(1.0, a, out=h)
-            h *= a
-            d *= h
-            np.matmul(d.T, inp, out=g[gw])
-            np.sum(d, axis=0, out=g[gb])
+            d *= 2.0 / n
+            np.sum(np.multiply(d, s, out=self.u), axis=1, keepdims=True, out=r)
+            d -= r
+            d *= s
+        for i in range(layers, 0, -1):
+            a = acts[i - 1]
+            np.matmul(d.T, a, out=g[f"w{i}"])
+            np.sum(d, axis=0, out=g[f"b{i}"])
+            if i > 1:
+                h = self.h[i - 2]
+                np.subtract(1.0, a, out=h)
+                h *= a
+                d = np.matmul(d, p[f"w{i}"], out=self.d[i - 2])
+                d *= h
 
     def step(self, batch):
         x, _, t = batch
@@ -467,8 +497,8 @@ class Kernel(Mode):
 
     ROWS_PER_CALL = 256
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, *args):
+        super().__init__(*args)
         # The kernel reads raw pointers: every parameter contiguous, and W1 transposed, [784, 16],
         # the kernel's layout; params() sees it as a [16, 784] view.
         self.p = {k: v.contiguous() for k, v in self.p.items()}
@@ -486,7 +516,7 @@ class Kernel(Mode):
             raise ValueError("kernel needs contiguous float32 rows of x and t, as Mode.epoch gives")
         self.threads = torch.get_num_threads()
         self.work = torch.empty(self.lib.work_floats(self.threads))
-        ptrs = [self.w1t.data_ptr()] + [self.p[k].data_ptr() for k in model.NAMES[1:]]
+        ptrs = [self.w1t.data_ptr()] + [self.p[k].data_ptr() for k in ("b1", "w2", "b2", "w3", "b3")]
         self.args = ptrs + [self.lr, self.loss != "cross_entropy", self.threads, self.work.data_ptr()]
 
     def step(self, batch):
@@ -507,8 +537,8 @@ class Persistent(Mode):
     LARGEST_LOOPED = 32  # the looped kernel takes a step's rows one after another
     TRIAL_STEPS = 64  # steps of each path timed in setup to choose between them
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, *args):
+        super().__init__(*args)
         from mnistbench import persistent
 
         self.pk = persistent
@@ -527,7 +557,7 @@ class Persistent(Mode):
                 self.looped = looped <= fused
                 self.choice = f"looped {looped * 1e6:.2f} us/step, fused graph {fused * 1e6:.2f} us/step"
                 self.steps_per_call = self.STEPS_PER_CALL if self.looped else 1
-        except Exception as e:  # a Triton compile or launch failure: this rung cannot run here
+        except Exception as e:  # a Triton compile or launch failure: this mode cannot run here
             raise Unsupported(f"persistent: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from e
 
     def _capture(self, x, t):
@@ -582,5 +612,5 @@ class Persistent(Mode):
         return x.shape[0] // b
 
 
-# The implementation of every rung of the ladder, in its order.
-MODES = {name: globals()[rung.cls] for name, rung in ladder.MODES.items()}
+# The implementation of every mode, in the ladder's order.
+CLASSES = {name: globals()[info.cls] for name, info in catalog.MODES.items()}

@@ -1,4 +1,4 @@
-"""Triton kernels for the cuda-only `persistent` rung: SGD steps without per-step launch cost.
+"""Triton kernels for the cuda-only `persistent` mode: SGD steps without per-step launch cost.
 
 Two paths, both training the function of `manual` (true gradient of the mean loss over the batch,
 plain SGD, every gradient of a step computed before any weight of that step changes):
@@ -29,7 +29,7 @@ import math
 
 import torch
 
-from mnistbench import model
+from mnistbench import model, spec
 
 try:
     import triton
@@ -52,9 +52,12 @@ except Exception as e:  # not installed, or a broken install: the kernels cannot
 
     triton = tl = _NoTriton()
 
-NAMES = model.NAMES
-SHAPES = {f"w{i}": (o, n) for i, (n, o) in enumerate(zip(model.SIZES, model.SIZES[1:]), 1)}
-SHAPES.update({f"b{i}": (o,) for i, o in enumerate(model.SIZES[1:], 1)})
+# The one network these kernels train (catalog.MODES says so): its shapes are compiled in.
+NETWORK = spec.network(spec.SEED_NETWORK)
+NAMES = model.names(NETWORK)
+SIZES = NETWORK.sizes
+SHAPES = {f"w{i}": (o, n) for i, (n, o) in enumerate(zip(SIZES, SIZES[1:]), 1)}
+SHAPES.update({f"b{i}": (o,) for i, o in enumerate(SIZES[1:], 1)})
 # grad_buf: the gradients of all six parameters in one flat float32 buffer, in NAMES order, each
 # in its parameter's layout.
 _NUMEL = [math.prod(SHAPES[k]) for k in NAMES]

@@ -1,6 +1,7 @@
 """Where the time of one training step goes, and how many ops it dispatches (torch.profiler).
 
-A few steps of every mode on one device, at the smallest and the largest batch size of the grid.
+A few steps of every network x mode on one device, at the smallest and the largest batch size of
+the grid.
 Never inside a timed run: the profiler adds a cost to every op it records, so these numbers
 explain the timings of the train rule, they do not replace them. Each row also carries the same
 steps timed without the profiler (`step_us_plain`), so the reader sees how much it added.
@@ -13,7 +14,7 @@ How a step is split, as far as the code allows it honestly:
   zero_grad ranges + everything after the backward pass (SGD update, GradScaler).
 - with a hand-written `backward` method (manual, numpy): forward+backward = that method,
   optimizer = the rest of the step (the in-place SGD update).
-- every other mode (the beginner's code, and the rungs that fuse the step into one compiled,
+- every other mode (the beginner's code, and the modes that fuse the step into one compiled,
   captured or hand-written kernel): one inseparable block ("whole step").
 - device wait: the synchronisation after the step, i.e. queued device work the cpu did not wait
   for while issuing it (zero on cpu).
@@ -30,10 +31,10 @@ import torch.nn.functional as F
 from torch.autograd.profiler import record_function
 from torch.profiler import profile
 
-from mnistbench import devices, runner
+from mnistbench import devices, model, runner, spec
+from mnistbench.catalog import exists
 from mnistbench.data import load_tensors
-from mnistbench.ladder import exists
-from mnistbench.modes import MODES, Unsupported
+from mnistbench.modes import CLASSES, Unsupported
 from mnistbench.records import PHASES, PROFILE_COLUMNS
 
 PER_STEP = (
@@ -44,8 +45,8 @@ PER_STEP = (
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
 
 
-def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=5, log=print) -> list[dict]:
-    """One row per mode x batch size that can exist on `device`."""
+def profile_device(cfg, data_path, device, networks, modes, batch_sizes, steps=10, warmup=5, log=print) -> list[dict]:
+    """One row per network x mode x batch size that can exist on `device`."""
     if not devices.spec(device).profiler:
         # Kineto probes for GPUs even when only the cpu is profiled and prints an error line
         # where there is none; nothing it reports at this level concerns a cpu-only profile.
@@ -56,26 +57,30 @@ def profile_device(cfg, data_path, device, modes, batch_sizes, steps=10, warmup=
     with profile():  # the first profiler session of a process pays for its own start-up; not a step
         torch.ones(1).add_(1)
     rows = []
-    for mode in modes:
-        if not exists(mode, device):
-            continue
-        for b in sorted(set(batch_sizes)):
-            # Large batches: few long, steady steps, and reading the profile back costs ~0.1 ms per
-            # event recorded. A DataLoader dispatches ops per sample (~25 k events per step at
-            # batch 4096, ~2.3 s to read back), so it gets one step there.
-            n = steps if b == min(batch_sizes) else 1 if MODES[mode].host_data else max(3, steps // 3)
-            row = dict({c: "" for c in PROFILE_COLUMNS}, **runner.base_row(device, mode, b, threads), steps=n)
-            try:
-                row.update(profile_one(cfg, tensors, device, mode, b, n, warmup), status="ok")
-            except (Unsupported, RuntimeError) as e:  # as in a train run
-                status, message = runner.failure(e, b)
-                row.update(status=status, message=message)
-            log(
-                f"{device} {mode} bs{b}: {row['status']} {row['message']} "
-                f"{row['step_us_plain'] and round(row['step_us_plain'])} us/step plain, "
-                f"{row['step_us_profiled'] and round(row['step_us_profiled'])} profiled"
-            )
-            rows.append(row)
+    for network in networks:
+        s = spec.build(cfg, network)
+        for mode in modes:
+            if not exists(mode, device, s):
+                continue
+            for b in sorted(set(batch_sizes)):
+                # Large batches: few long, steady steps, and reading the profile back costs ~0.1 ms
+                # per event recorded. A DataLoader dispatches ops per sample (~25 k events per step
+                # at batch 4096, ~2.3 s to read back), so it gets one step there.
+                n = steps if b == min(batch_sizes) else 1 if CLASSES[mode].host_data else max(3, steps // 3)
+                row = dict(
+                    {c: "" for c in PROFILE_COLUMNS}, **runner.base_row(device, network, mode, b, threads), steps=n
+                )
+                try:
+                    row.update(profile_one(cfg, s, tensors, device, mode, b, n, warmup), status="ok")
+                except (Unsupported, model.BadModel, RuntimeError) as e:  # as in a train run
+                    status, message = runner.failure(e, b)
+                    row.update(status=status, message=message)
+                log(
+                    f"{device} {network} {mode} bs{b}: {row['status']} {row['message']} "
+                    f"{row['step_us_plain'] and round(row['step_us_plain'])} us/step plain, "
+                    f"{row['step_us_profiled'] and round(row['step_us_profiled'])} profiled"
+                )
+                rows.append(row)
     return rows
 
 
@@ -83,13 +88,13 @@ def batches_for(tensors, device, mode, b, n_batches):
     """Data for n_batches batches, the training images repeated if the data set is smaller."""
     i = torch.arange(b * n_batches) % len(tensors["train_x"])
     x, y = tensors["train_x"][i], tensors["train_y"][i]
-    home = "cpu" if MODES[mode].host_data else device
+    home = "cpu" if CLASSES[mode].host_data else device
     data = {"x": x.to(home), "y": y.to(home), "t": F.one_hot(y, 10).float().to(home)}
     return data, torch.arange(len(i)).to(home)
 
 
-def profile_one(cfg, tensors, device, mode, b, steps, warmup) -> dict:
-    trainer = runner.build(cfg, mode, device, b)
+def profile_one(cfg, s, tensors, device, mode, b, steps, warmup) -> dict:
+    trainer = runner.build(cfg, s, mode, device, b)
     first, order = batches_for(tensors, device, mode, b, trainer.steps_per_call)
     runner.setup(trainer, next(iter(trainer.epoch(first, order))), device)  # outside everything measured
     k = trainer.steps_per_call  # an item of the epoch (one step() call) may hold several steps

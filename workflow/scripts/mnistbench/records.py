@@ -10,10 +10,14 @@ from itertools import groupby
 from mnistbench import files
 
 # The columns of a row (and of runs.csv), in groups. host: where it ran; machine: the hardware
-# it had (env.machine), which the summary pools by.
-WHAT = ["host", "machine", "device", "device_name", "mode", "batch_size", "repeat"]
-# status: ok, diverged, oom, unsupported, error; quality: the timing's verdict (ok, noisy,
-# few_steps); each with its reason. attempts = timings made (retimes + 1).
+# it had (env.machine), which the summary pools by; model: the network trained (a `models` entry).
+WHAT = ["host", "machine", "device", "device_name", "model", "mode", "batch_size", "repeat"]
+# The network's size: FLOP per training sample (its arithmetic limit is that at the machine's
+# measured FMA rate), parameters, and a user's module file's sha256 (empty for the family).
+NETWORK = ["flop_per_sample", "parameters", "model_digest"]
+# status: ok, diverged, oom, unsupported, bad_model (a user's module that cannot be trained),
+# error; quality: the timing's verdict (ok, noisy, few_steps); each with its reason. attempts =
+# timings made (retimes + 1).
 OUTCOME = ["status", "message", "quality", "quality_note", "attempts"]
 # timed_epochs: the configured epochs and any more timed to reach min_timed_s.
 SIZES = ["epochs", "timed_epochs", "train_samples", "steps", "warmup_steps", "timed_steps", "steps_per_call"]
@@ -40,11 +44,13 @@ LEARNING = ["initial_loss", "final_loss", "test_loss", "test_accuracy", "time_to
 MACHINE = ["other_cores", "own_cpu_share", "gpu_others", "load_avg_start", "load_avg_end", "start_utc", "end_utc"]
 # The settings and code that produced it.
 PROVENANCE = ["loss", "init", "lr", "seed", "threads", "torch_version", "settings", "code"]
-COLUMNS = WHAT + OUTCOME + SIZES + TIMING + BLOCKS + LEARNING + MACHINE + PROVENANCE
+COLUMNS = WHAT + NETWORK + OUTCOME + SIZES + TIMING + BLOCKS + LEARNING + MACHINE + PROVENANCE
 # Columns that hold numbers (another machine's runs.csv is checked against them).
 INTEGER = [
     "batch_size",
     "repeat",
+    "flop_per_sample",
+    "parameters",
     "attempts",
     "epochs",
     "timed_epochs",
@@ -58,7 +64,7 @@ NUMBER = TIMING + LEARNING + ["other_cores", "own_cpu_share", "lr", "threads"]
 # A profile job's rows (profiling.py): the phases a step is split into, each in µs per step.
 PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]
 PROFILE_COLUMNS = (
-    ["host", "machine", "device", "device_name", "mode", "batch_size", "status", "message", "split", "steps"]
+    ["host", "machine", "device", "device_name", "model", "mode", "batch_size", "status", "message", "split", "steps"]
     + ["step_us_plain", "step_us_profiled"]
     + [f"{p}_us" for p in PHASES]
     + ["ops_step", "ops_batch", "aten_calls", "launches", "kernels", "threads", "torch_version"]

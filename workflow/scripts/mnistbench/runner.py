@@ -1,5 +1,5 @@
 """One way to run a mode, shared by the train job, the profiler and the bench scripts: threads,
-building the mode from the config, its one-off setup, warm-up, the base of a result row, and the
+building the mode from the spec, its one-off setup, warm-up, the base of a result row, and the
 one-line form of a failure. (What a run depends on, its settings and code: depends.py.)
 """
 
@@ -8,9 +8,9 @@ import socket
 
 import torch
 
-from mnistbench import devices, env, model
-from mnistbench.ladder import why_not
-from mnistbench.modes import MODES, Unsupported
+from mnistbench import devices, env, model, spec
+from mnistbench.catalog import why_not
+from mnistbench.modes import CLASSES, Unsupported
 from mnistbench.timing import wall
 
 
@@ -28,13 +28,14 @@ def use_threads(cfg: dict) -> int:
     return threads
 
 
-def base_row(device: str, mode: str, batch_size: int, threads: int) -> dict:
+def base_row(device: str, network: str, mode: str, batch_size: int, threads: int) -> dict:
     """What every result row (a train run, a profiled mode) starts with."""
     return dict(
         host=socket.gethostname(),
         machine=env.machine(device, threads),
         device=device,
         device_name=devices.name(device),
+        model=network,
         mode=mode,
         batch_size=batch_size,
         threads=threads,
@@ -42,15 +43,13 @@ def base_row(device: str, mode: str, batch_size: int, threads: int) -> dict:
     )
 
 
-def build(cfg: dict, mode: str, device: str, batch_size: int, repeat: int = 0):
-    """The mode, from the config's model settings and the repeat's initial weights; Unsupported if
-    the pair cannot exist here."""
-    reason = why_not(mode, device)
+def build(cfg: dict, s: spec.Spec, mode: str, device: str, batch_size: int, repeat: int = 0):
+    """The mode, training network and settings `s` from the repeat's initial weights; Unsupported
+    if the combination cannot exist here, model.BadModel if a user's module cannot be trained."""
+    reason = why_not(mode, device, s)
     if reason:
         raise Unsupported(reason)
-    m = cfg["model"]
-    params = model.init_params(m["init"], seed_of(cfg, repeat))
-    return MODES[mode](params, device, batch_size, loss=m["loss"], lr=m["lr"], amp_dtype=m["amp_dtype"])
+    return CLASSES[mode](s, model.initial_state(s, seed_of(cfg, repeat)), device, batch_size)
 
 
 def setup(trainer, batch, device: str) -> float:
@@ -76,6 +75,8 @@ def failure(e: Exception, batch_size: int) -> tuple[str, str]:
     pair that cannot run here, out of memory, or another runtime error (one line each)."""
     if isinstance(e, Unsupported):
         return "unsupported", str(e)
+    if isinstance(e, model.BadModel):
+        return "bad_model", str(e)
     text = " ".join(str(e).split())
     if isinstance(e, torch.OutOfMemoryError):
         return "oom", f"out of memory at batch size {batch_size}: {text[:160]}"

@@ -1,9 +1,9 @@
-"""Train one device x mode x batch size x repeat combination and time it.
+"""Train one device x network x mode x batch size x repeat combination and time it.
 
 Runs inside the Snakemake `train` rule, or alone on any machine with torch:
 
-    python -m mnistbench.train --data results/preload/mnist.pt --device cuda --mode module \\
-        --batch-size 64 --out run.csv
+    python -m mnistbench.train --data results/preload/mnist.pt --device cuda --model mlp-16-16 \\
+        --mode module --batch-size 64 --out run.csv
 """
 
 import argparse
@@ -14,29 +14,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-import yaml
 
-from mnistbench import BenchError, depends, devices, env, model, quality, records, runner, timing, uncertainty
+from mnistbench import (
+    BenchError,
+    depends,
+    devices,
+    env,
+    model,
+    quality,
+    records,
+    runner,
+    schema,
+    spec,
+    timing,
+    uncertainty,
+)
+from mnistbench.catalog import MODES, why_not
 from mnistbench.data import load_tensors
-from mnistbench.modes import MODES, Unsupported
-
-SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
-
-
-def schema_defaults(spec: dict) -> dict:
-    """The default of every key of a schema object, nested objects filled key by key, as
-    Snakemake's validation fills a config."""
-    out = {}
-    for key, sub in spec.get("properties", {}).items():
-        if sub.get("type") == "object" and "properties" in sub:
-            out[key] = dict(sub.get("default", {}), **schema_defaults(sub))
-        elif "default" in sub:
-            out[key] = sub["default"]
-    return out
-
+from mnistbench.modes import CLASSES, Unsupported
 
 # Defaults for a run outside Snakemake: the schema's, as the workflow's validated config has them.
-DEFAULTS = schema_defaults(yaml.safe_load(SCHEMA.read_text()))
+DEFAULTS = schema.defaults()
 # A run whose training loss ends above this many times its starting value blew up, even where
 # every number stayed finite; one whose test accuracy is at chance (no better than always
 # answering the test set's most common digit) and whose loss did not fall learned nothing.
@@ -60,22 +58,26 @@ KEPT = [
 ]
 
 
-def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat: int, log=print):
+def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size: int, repeat: int, log=print):
     """Returns (row, record): the CSV row, and the JSON record (environment, settings, per-epoch
-    metrics, every attempt's evidence, the kept attempt's step times). Failures that belong in
-    the results (oom, diverged, unsupported) become the row's status; an absent device raises
-    BenchError."""
+    metrics, every attempt's evidence, the kept attempt's step times). `network` is a `models`
+    entry. Failures that belong in the results (oom, diverged, unsupported, a user's module that
+    cannot be trained) become the row's status; an absent device raises BenchError."""
     threads = runner.use_threads(cfg)
     devices.prepare(device)
-    m = cfg["model"]
+    try:
+        s = spec.build(cfg, network)
+    except spec.BadNetwork as e:
+        raise BenchError(f"config key `models`: {e}") from None
     row = {c: "" for c in records.COLUMNS}
-    row.update(runner.base_row(device, mode, batch_size, threads))
+    row.update(runner.base_row(device, network, mode, batch_size, threads))
     row.update(
         repeat=repeat,
         epochs=cfg["epochs"],
-        loss=m["loss"],
-        init=m["init"],
-        lr=m["lr"],
+        model_digest="" if s.network.family else s.network.digest,
+        loss=s.loss,
+        init=s.init,
+        lr=s.lr,
         seed=cfg["seed"],
         settings=depends.settings_json(cfg),
         code=depends.code_fingerprint(),
@@ -83,17 +85,16 @@ def train(cfg: dict, data_path, device: str, mode: str, batch_size: int, repeat:
     record = dict(environment=env.describe(device, threads, cfg), settings=depends.settings(cfg), row=row)
     record.update(epochs=[], step_times_rle=[], attempts=[])
     try:
-        status, message = _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log)
-    except (Unsupported, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
+        status, message = _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log)
+    except (Unsupported, model.BadModel, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
         status, message = runner.failure(e, batch_size)
     row.update(status=status, message=message)
     log(f"{status}: {message}" + (f" [timing {row['quality']}: {row['quality_note']}]" if row["quality_note"] else ""))
     return row, record
 
 
-def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
-    m = cfg["model"]
-    home = "cpu" if MODES[mode].host_data else device  # only `dataloader` keeps the data on the host
+def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log):
+    home = "cpu" if CLASSES[mode].host_data else device  # only `dataloader` keeps the data on the host
     tensors = load_tensors(data_path, home)
     n, n_test = cfg["train_samples"], cfg["test_samples"]
     if n > len(tensors["train_x"]) or n_test > len(tensors["test_x"]):
@@ -115,7 +116,12 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     # of their few steps.
     warmup = min(cfg["warmup_steps"], max(steps_per_epoch // 2, 1), total - 1)
     row.update(train_samples=n, steps=total, warmup_steps=warmup, timed_steps=total - warmup)
-    initial_loss, _ = model.evaluate(model.init_params(m["init"], runner.seed_of(cfg, repeat)), *evaluation, m["loss"])
+    reason = why_not(mode, device, s)
+    if reason:  # before a user's module is loaded: its row says why the combination cannot run
+        raise Unsupported(reason)
+    initial = model.initial_state(s, runner.seed_of(cfg, repeat))
+    row.update(flop_per_sample=model.flop_per_sample(s), parameters=sum(v.numel() for v in initial.values()))
+    initial_loss, _ = model.evaluate(s, initial, *evaluation)
     row["initial_loss"] = initial_loss
 
     # Time the run; a noisy timing is made again (up to `retime` times, after the machine settled)
@@ -128,7 +134,7 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
             last = record["attempts"][-1]
             log(f"retiming (attempt {attempt}) after waiting {waited:.1f} s: the last timing was {last['quality']}")
         try:
-            a = _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log)
+            a = _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log)
         except (Unsupported, RuntimeError) as e:  # e.g. out of memory in a retime
             if kept is None:
                 raise
@@ -154,7 +160,7 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     if kept["status"] != "ok":
         return kept["status"], kept["message"]
 
-    final_loss, _ = model.evaluate(kept["params"], *evaluation, m["loss"])
+    final_loss, _ = model.evaluate(s, kept["params"], *evaluation)
     row["final_loss"] = final_loss
     if not math.isfinite(final_loss):
         return "diverged", f"training loss is {final_loss}; lower model.lr"
@@ -169,12 +175,12 @@ def _train(cfg, data_path, device, mode, batch_size, repeat, row, record, log):
     return "ok", f"{row['samples_per_s']:.0f} samples/s"
 
 
-def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> dict:
+def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) -> dict:
     """One timed training run from the repeat's initial weights: the row's timing fields, the
     evidence of what else ran, and the verdict."""
-    m, n = cfg["model"], len(data["x"])
+    n = len(data["x"])
     home = data["x"].device
-    trainer = runner.build(cfg, mode, device, batch_size, repeat)
+    trainer = runner.build(cfg, s, mode, device, batch_size, repeat)
     out = dict(status="ok", message="")
 
     def order(epoch):
@@ -207,7 +213,7 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
             step_times += intervals
             epoch_times.append(epoch_s)
             cum += epoch_s
-            test_loss, acc = model.evaluate(trainer.params(), *test, m["loss"])
+            test_loss, acc = model.evaluate(s, trainer.params(), *test)
             epochs.append(dict(epoch=epoch, train_s=epoch_s, cum_train_s=cum, test_loss=test_loss, test_accuracy=acc))
             other = evidence["other_cores"]
             log(
@@ -224,7 +230,7 @@ def _attempt(cfg, data, test, device, mode, batch_size, repeat, warmup, log) -> 
         else:
             learned = _weights(trainer)
             cum = _extra_epochs(cfg, trainer, data, order, clock, monitor, step_times, epoch_times, cum, log)
-            last_loss, _ = model.evaluate(trainer.params(), *test, m["loss"])
+            last_loss, _ = model.evaluate(s, trainer.params(), *test)
             if not math.isfinite(last_loss):
                 out.update(
                     status="diverged",
@@ -300,7 +306,7 @@ def _extra_epochs(cfg, trainer, data, order, clock, monitor, step_times, epoch_t
     the timed steps add up to min_timed_s, so that every run's interference check and interval
     rest on enough time; the learning figures stay those of the configured epochs. They are timed
     in blocks of several passes each, with the batches of the last configured epoch reused (no
-    reordering and no monitor stop between passes: for a fast rung that overhead would outweigh
+    reordering and no monitor stop between passes: for a fast mode that overhead would outweigh
     the steps); `dataloader` fetches its batches anew in every pass, as its step includes that.
     Returns the timed seconds so far."""
     configured = len(epoch_times)
@@ -334,6 +340,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description="Train and time one combination of the MNIST benchmark.")
     p.add_argument("--data", required=True, help="tensor file written by the preload step")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--model", default=DEFAULTS["models"][0], help="a `models` entry: mlp-16-16, or file.py:Class")
     p.add_argument("--mode", default="module", choices=list(MODES))
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeat", type=int, default=0)
@@ -361,7 +368,7 @@ def main(argv=None):
         model=dict(DEFAULTS["model"], loss=a.loss, init=a.init, lr=a.lr),
     )
     try:
-        row, record = train(cfg, a.data, a.device, a.mode, a.batch_size, a.repeat)
+        row, record = train(cfg, a.data, a.device, a.model, a.mode, a.batch_size, a.repeat)
     except BenchError as e:
         sys.exit(f"error: {e}")
     records.write_outputs(row, record, a.out, Path(a.out).with_suffix(".json"))

@@ -26,7 +26,7 @@ covers a change of the whole machine that every process of a run shares (bench/R
 Every derived number (a ratio, a fitted a and b, a crossover, a share) is computed on each
 replicate from the same replicates, never from rounded results, and its interval is the 2.5th
 and 97.5th percentile. Combinations are resampled independently (each with a seed of its own
-key, so adding a combination changes no other interval); two rungs timed by the same warm
+key, so adding a combination changes no other interval); two modes timed by the same warm
 worker may share a process effect, so a ratio's interval is, if anything, too wide. Two sets of
 runs of the same keys (two runs of one grid, compared by bench/calibration.py) are drawn as
 different `stream`s: with the key alone as the seed both would draw the same shifts, and the

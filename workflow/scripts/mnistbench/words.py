@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import EngFormatter
 
+from mnistbench import catalog
 from mnistbench.aggregate import succeeded
 from mnistbench.devices import HOST, host_first
 from mnistbench.uncertainty import SLOWED
@@ -83,22 +84,32 @@ def share(r) -> str:
 # --- the headline -------------------------------------------------------------------------------
 
 
-def best(ladder: pd.DataFrame, host, device, point) -> pd.Series | None:
-    g = ladder[(ladder["host"] == host) & (ladder["device"] == device) & (ladder["point"] == point)]
+def best(ladder: pd.DataFrame, host, device, model, point) -> pd.Series | None:
+    g = ladder[
+        (ladder["host"] == host)
+        & (ladder["device"] == device)
+        & (ladder["model"] == model)
+        & (ladder["point"] == point)
+    ]
     return None if g.empty else g.loc[g["samples_per_s"].idxmax()]
 
 
-def rung_rate(r, lad) -> str:
-    """'kernel, 1.04 M samples/s (0.98–1.1 M)', naming the rungs it cannot be told apart from."""
+def mode_rate(r, lad) -> str:
+    """'kernel, 1.04 M samples/s (0.98–1.1 M)', naming the modes it cannot be told apart from."""
     ties = tied(r, lad)
     also = f" ({', '.join(ties)} the same within noise)" if ties else ""
     return f"{r['mode']}{also}, {with_ci(r['samples_per_s'], r['samples_per_s_lo'], r['samples_per_s_hi'], rate)} samples/s"
 
 
 def tied(r, lad) -> list[str]:
-    """The other rungs at r's host, device and batch size whose samples/s cannot be told apart
-    from the fastest's (set by analysis.ladder)."""
-    g = lad[(lad["host"] == r["host"]) & (lad["device"] == r["device"]) & (lad["point"] == r["point"])]
+    """The other modes at r's host, device, network and batch size whose samples/s cannot be told
+    apart from the fastest's (set by analysis.ladder)."""
+    g = lad[
+        (lad["host"] == r["host"])
+        & (lad["device"] == r["device"])
+        & (lad["model"] == r["model"])
+        & (lad["point"] == r["point"])
+    ]
     return [m for m, same in zip(g["mode"], g["same_as_best"]) if yes(same) and m != r["mode"]]
 
 
@@ -106,54 +117,71 @@ def over_seed(r) -> str:
     return with_ci(r["over_seed"], r["over_seed_lo"], r["over_seed_hi"], times)
 
 
+def networks_of(lad: pd.DataFrame) -> list:
+    """The networks of a table in the order the analysis gives them (smallest first)."""
+    return list(dict.fromkeys(lad["model"]))
+
+
 def headline(tables: dict) -> list[str]:
-    """Per host and device: the beginner's code at the smallest batch, the best rung there and at
-    the largest batch, with the factors; where an accelerator ran, where it overtakes the cpu."""
+    """Per host, device and network: the beginner's code at the smallest batch, the best mode
+    there and at the largest batch, with the factors; where an accelerator ran, where it
+    overtakes the cpu."""
     lad, cross = tables["ladder"], tables["crossover"]
     if "same_as_best" not in lad.columns:  # a ladder without intervals (e.g. built by hand)
         lad = lad.assign(**{c: np.nan for c in ("samples_per_s_lo", "samples_per_s_hi", "over_seed_lo")})
         lad = lad.assign(over_seed_hi=np.nan, same_as_best=np.nan)
     out = []
     for host in sorted(set(lad["host"])):
-        for device in host_first(lad[lad["host"] == host]["device"]):
-            small, large = best(lad, host, device, "smallest"), best(lad, host, device, "largest")
-            g = lad[(lad["host"] == host) & (lad["device"] == device) & (lad["point"] == "smallest")]
-            seed = g[g["mode"] == "seed"]
-            words = [f"On {host}, {device}:"]
-            if small is None:  # every run at the smallest batch was left out (e.g. all noisy)
-                words.append("no run at its smallest batch size is usable (see what was left out).")
-            elif len(seed):
-                s = seed.iloc[0]
-                words.append(
-                    f"the beginner's code trains {with_ci(s['samples_per_s'], s['samples_per_s_lo'], s['samples_per_s_hi'], rate)} "
-                    f"samples/s at batch {small['batch_size']}; the best rung there, {rung_rate(small, lad)}: "
-                    f"{over_seed(small)} the beginner's code."
-                )
-            else:
-                words.append(
-                    f"the best rung at batch {small['batch_size']} is {rung_rate(small, lad)} (the beginner's code did not run)."
-                )
-            if large is not None:
-                factor = f": {over_seed(large)} the beginner's code at that batch" if len(seed) else ""
-                words.append(f"At batch {large['batch_size']} the best is {rung_rate(large, lad)}{factor}.")
-            out.append(" ".join(words))
-            if device == HOST and len(seed):
-                out += limit(tables, host, seed.iloc[0], small)
-        for device in [d for d in host_first(lad[lad["host"] == host]["device"]) if d != HOST]:
-            out += accelerator_vs_host(tables["speedup"], cross, host, device)
+        h = lad[lad["host"] == host]
+        for device in host_first(h["device"]):
+            for model in networks_of(h[h["device"] == device]):
+                small, large = best(lad, host, device, model, "smallest"), best(lad, host, device, model, "largest")
+                g = h[(h["device"] == device) & (h["model"] == model) & (h["point"] == "smallest")]
+                seed = g[g["mode"] == "seed"]
+                words = [f"On {host}, {device}, {model}:"]
+                if small is None:  # every run at the smallest batch was left out (e.g. all noisy)
+                    words.append("no run at its smallest batch size is usable (see what was left out).")
+                elif len(seed):
+                    s = seed.iloc[0]
+                    words.append(
+                        f"the beginner's code trains {with_ci(s['samples_per_s'], s['samples_per_s_lo'], s['samples_per_s_hi'], rate)} "
+                        f"samples/s at batch {small['batch_size']}; the best mode there, {mode_rate(small, lad)}: "
+                        f"{over_seed(small)} the beginner's code."
+                    )
+                else:
+                    words.append(
+                        f"the best mode at batch {small['batch_size']} is {mode_rate(small, lad)} (the beginner's code did not run)."
+                    )
+                if large is not None:
+                    factor = f": {over_seed(large)} the beginner's code at that batch" if len(seed) else ""
+                    words.append(f"At batch {large['batch_size']} the best is {mode_rate(large, lad)}{factor}.")
+                out.append(" ".join(words))
+                if device == HOST and len(seed):
+                    out += limit(tables, host, model, seed.iloc[0], small)
+        for device in [d for d in host_first(h["device"]) if d != HOST]:
+            for model in networks_of(h[h["device"] == device]):
+                out += accelerator_vs_host(tables["speedup"], cross, host, device, model)
     return out
 
 
-def limit(tables: dict, host, seed, top) -> list[str]:
-    """How far the beginner's code is from this cpu's arithmetic limit for one sample on one
-    core (measured by each train job's host), and where its time goes instead."""
-    env = tables["environment"]
-    if "arithmetic_limit_us" not in env.columns:
+def limit_of(tables: dict, host, model) -> float:
+    """A network's arithmetic limit on one core of a place's cpu, µs per sample (analysis.fits)."""
+    f = tables["fits"]
+    if "limit_us" not in f.columns:
+        return np.nan
+    v = pd.to_numeric(
+        f[(f["host"] == host) & (f["device"] == HOST) & (f["model"] == model)]["limit_us"], errors="coerce"
+    )
+    return float(v.dropna().iloc[0]) if v.notna().any() else np.nan
+
+
+def limit(tables: dict, host, model, seed, top) -> list[str]:
+    """How far the beginner's code is from this cpu's arithmetic limit for one sample of the network
+    on one core (its FLOP at the core's measured peak rate), and where its time goes instead."""
+    lim = limit_of(tables, host, model)
+    if not np.isfinite(lim):
         return []
-    e = pd.to_numeric(env[(env["host"] == host) & (env["device"] == HOST)]["arithmetic_limit_us"], errors="coerce")
-    if e.dropna().empty:
-        return []
-    lim, b = float(e.dropna().iloc[0]), seed["batch_size"]
+    b = seed["batch_size"]
     t_seed, t_top = 1e6 / seed["samples_per_s"], 1e6 / top["samples_per_s"]
     # µs per sample is 1e6 / samples/s, so its interval is the samples/s interval turned over.
     seed_lo, seed_hi = 1e6 / seed.get("samples_per_s_hi", np.nan), 1e6 / seed.get("samples_per_s_lo", np.nan)
@@ -162,13 +190,15 @@ def limit(tables: dict, host, seed, top) -> list[str]:
     ops = ""
     if len(prof) and "ops_step" in prof.columns:
         p = prof[(prof["host"] == host) & (prof["device"] == HOST) & (prof["mode"] == "seed")]
+        if "model" in p.columns:
+            p = p[p["model"] == model]
         p = succeeded(p)[lambda q: q["batch_size"] == b]
         if len(p):
             ops = f", {p['ops_step'].iloc[0] + p['ops_batch'].iloc[0]:.0f} torch ops per step"
     return [
-        f"At batch {b} the beginner's code takes {with_ci(t_seed, seed_lo, seed_hi, us)} per sample on {host}'s cpu, "
-        f"{with_ci(t_seed / lim, seed_lo / lim, seed_hi / lim, times)} the arithmetic limit of one of its cores "
-        f"({us(lim)} per sample, measured): {pct(1 - lim / t_seed, 1)} of "
+        f"At batch {b} the beginner's code takes {with_ci(t_seed, seed_lo, seed_hi, us)} per sample of {model} on "
+        f"{host}'s cpu, {with_ci(t_seed / lim, seed_lo / lim, seed_hi / lim, times)} the arithmetic limit of one "
+        f"of its cores ({us(lim)} per sample, measured): {pct(1 - lim / t_seed, 1)} of "
         f"its time is the fixed cost of a step (Python, dispatch, allocation{ops}), not arithmetic; "
         f"{top['mode']} takes {with_ci(t_top, top_lo, top_hi, us)}, {with_ci(t_top / lim, top_lo / lim, top_hi / lim, times)} the limit."
     ]
@@ -180,15 +210,17 @@ def ratio(r) -> str:
     return text + (", the same within noise" if yes(r.get("same_within_noise")) else "")
 
 
-def accelerator_vs_host(spd, cross, host, device) -> list[str]:
+def accelerator_vs_host(spd, cross, host, device, model) -> list[str]:
     words = []
-    tops = spd[(spd["kind"] == "best") & (spd["host"] == host) & (spd["device"] == device)].sort_values("batch_size")
+    tops = spd[
+        (spd["kind"] == "best") & (spd["host"] == host) & (spd["device"] == device) & (spd["model"] == model)
+    ].sort_values("batch_size")
     for _, r in tops.iloc[[0, -1]].drop_duplicates("batch_size").iterrows() if len(tops) else []:
         words.append(
-            f"At batch {r['batch_size']}, {device}'s best rung ({r['mode']}) trains {ratio(r)} the samples/s "
+            f"At batch {r['batch_size']}, {device}'s best mode ({r['mode']}) trains {ratio(r)} the samples/s "
             f"of the cpu's best ({r['baseline_mode']})."
         )
-    hc = cross[(cross["host"] == host) & (cross["device"] == device)]
+    hc = cross[(cross["host"] == host) & (cross["device"] == device) & (cross["model"] == model)]
     flips = hc[hc["verdict"] == "slower below, faster above"]
     if len(flips):
         c = flips.sort_values("crossover_batch_size").iloc[0]
@@ -197,7 +229,76 @@ def accelerator_vs_host(spd, cross, host, device) -> list[str]:
             f"(the earliest of {len(flips)} mode(s)): its fixed cost per step is {us(c['a_us'])} against "
             f"{us(c['cpu_a_us'])} on the cpu."
         )
-    return [f"On {host}: " + " ".join(words)] if words else []
+    return [f"On {host}, {model}: " + " ".join(words)] if words else []
+
+
+def flop(x) -> str:
+    """FLOP in words: '52.7 kFLOP', '900 FLOP'."""
+    if not np.isfinite(x):
+        return "n/a FLOP"
+    text = rate(x)
+    return f"{text}FLOP" if text[-1].isalpha() else f"{text} FLOP"
+
+
+def network_sentences(m: pd.DataFrame, host) -> list[str]:
+    """One sentence per network of a place (the map, analysis.network_map): from which batch size
+    each accelerator's best mode beats the cpu's best, with its interval; where only the cpu
+    ran, the cpu's best mode at the smallest and the largest batch size."""
+    lines = []
+    h = m[m["host"] == host]
+    for model in networks_of(h):
+        g = h[h["model"] == model]
+        size = flop(g["flop_per_sample"].iloc[0])
+        accelerators = [d for d in host_first(g["device"]) if d != HOST]
+        for device in accelerators:
+            d = g[g["device"] == device].sort_values("batch_size")
+            r, last = d.iloc[0], d[d["over_cpu_best"].notna()]
+            if not isinstance(r.get("verdict"), str):  # NaN: no cpu run of this network here
+                lines.append(f"{model} ({size} per sample): no cpu run of it on {host} to compare {device} with.")
+                continue
+            if r["verdict"] == "slower at every batch size":
+                when = f"at no batch size of the grid (up to {bs(d['batch_size'].max())}{_wins_ci(r)})"
+            else:
+                when = f"from batch {bs(r['wins_from'])}" + (
+                    ", the smallest of the grid" if r["verdict"] == "faster at every batch size" else ""
+                )
+                when += _wins_ci(r)
+            top = last.iloc[-1] if len(last) else None
+            at = (
+                f"; at batch {top['batch_size']} its {top['best_mode']} trains "
+                f"{with_ci(top['over_cpu_best'], top['over_cpu_best_lo'], top['over_cpu_best_hi'], times)} the samples/s "
+                f"of the cpu's {top['cpu_best_mode']}"
+                if top is not None
+                else ""
+            )
+            lines.append(f"{model} ({size} per sample): {device}'s best mode beats the cpu's {when}{at}.")
+        if not accelerators:
+            c = g[g["device"] == HOST].sort_values("batch_size")
+            if c.empty:
+                continue
+            lo, hi = c.iloc[0], c.iloc[-1]
+            tail = (
+                f", and at batch {hi['batch_size']} {hi['best_mode']}, "
+                f"{with_ci(hi['samples_per_s'], hi['samples_per_s_lo'], hi['samples_per_s_hi'], rate)} samples/s"
+                if len(c) > 1
+                else ""
+            )
+            lines.append(
+                f"{model} ({size} per sample): no accelerator ran on {host}; the cpu's best mode at batch "
+                f"{lo['batch_size']} is {lo['best_mode']}, "
+                f"{with_ci(lo['samples_per_s'], lo['samples_per_s_lo'], lo['samples_per_s_hi'], rate)} samples/s{tail}."
+            )
+    return lines
+
+
+def _wins_ci(r) -> str:
+    """The 95 % interval of a map row's first winning batch size, in brackets ('never' where
+    some replicates win at no batch size of the grid)."""
+    lo, hi = r.get("wins_from_lo"), r.get("wins_from_hi")
+    if lo is None or pd.isna(lo):
+        return " (no interval: one usable run)"
+    never = lambda v: "never" if not np.isfinite(v) else bs(v)  # noqa: E731
+    return f" ({never(lo)}–{never(hi)})"
 
 
 # --- the facts ----------------------------------------------------------------------------------
@@ -217,8 +318,10 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
     for host in sorted(set(runs["host"])):
         lines = out.setdefault(host, [])
         hf = fit[(fit["host"] == host) & fit["trusted"]]
-        for device in host_first(runs[runs["host"] == host]["device"]):
-            lines += fixed_cost(hf[hf["device"] == device], host, device)
+        here = runs[runs["host"] == host]
+        for model in list(dict.fromkeys(fit[fit["host"] == host]["model"])):
+            for device in host_first(here[here["model"] == model]["device"]):
+                lines += fixed_cost(hf[(hf["device"] == device) & (hf["model"] == model)], host, device, model)
         hc = cross[cross["host"] == host]
         for _, c in hc.iterrows():
             lines += crossover(c, host)
@@ -230,7 +333,7 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
         lines += copies(bw[bw["host"] == host], host)
         lines += ops(succeeded(prof[prof["host"] == host]) if not prof.empty else prof)
     for _, f in fit[fit["note"].astype(str).str.len() > 0].iterrows():
-        out[None].append(f"{f['host']}, {f['device']}, {f['mode']}: {f['note']}.")
+        out[None].append(f"{f['host']}, {f['device']}, {f['model']}, {f['mode']}: {f['note']}.")
     return out
 
 
@@ -246,28 +349,33 @@ def slowed(ok: pd.DataFrame, host) -> list[str]:
     ]
 
 
-def fixed_cost(f: pd.DataFrame, host, device) -> list[str]:
+def fixed_cost(f: pd.DataFrame, host, device, model) -> list[str]:
+    where = f"On {host}, {device}, {model}"
     if f.empty:
-        return [f"On {host}, {device}: no fit is trustworthy (too few batch sizes or noisy timings); see fits.csv."]
+        return [f"{where}: no fit is trustworthy (too few batch sizes or noisy timings); see fits.csv."]
     lo, hi = f.loc[f["a_us"].idxmin()], f.loc[f["a_us"].idxmax()]
+    size = f" ({flop(f['flop_per_sample'].iloc[0])} per sample)" if "flop_per_sample" in f.columns else ""
     if len(f) == 1:
         lines = [
-            f"On {host}, {device}: a step of {lo['mode']} (the one mode with a trustworthy fit) costs a fixed "
+            f"{where}{size}: a step of {lo['mode']} (the one mode with a trustworthy fit) costs a fixed "
             f"{fitted(lo, 'a_us', us)} whatever the batch, plus {fitted(lo, 'b_us', us)} per sample."
         ]
     else:
         b_lo, b_hi = f.loc[f["b_us"].idxmin()], f.loc[f["b_us"].idxmax()]
         lines = [
-            f"On {host}, {device}: a step costs a fixed {fitted(lo, 'a_us', us)} ({lo['mode']}) to "
+            f"{where}{size}: a step costs a fixed {fitted(lo, 'a_us', us)} ({lo['mode']}) to "
             f"{fitted(hi, 'a_us', us)} ({hi['mode']}) whatever the batch, plus {fitted(b_lo, 'b_us', us)} "
             f"({b_lo['mode']}) to {fitted(b_hi, 'b_us', us)} ({b_hi['mode']}) per sample, so at small batches "
             "a step is paid in overhead, not arithmetic."
         ]
+    lim = pd.to_numeric(f.get("limit_us", pd.Series(dtype=float)), errors="coerce").dropna()
+    if len(lim):
+        lines[-1] += f" The arithmetic of one sample takes {us(lim.iloc[0])} at one core's peak rate."
     ref = f[f["mode"] == "module"]
     if len(ref):
         r = ref.iloc[0]
         lines.append(
-            f"For module on {device}, the fixed cost ({fitted(r, 'a_us', us)}) outweighs the per-sample "
+            f"For module on {device} ({model}), the fixed cost ({fitted(r, 'a_us', us)}) outweighs the per-sample "
             f"cost ({fitted(r, 'b_us', us)}) below batch size {fitted(r, 'overhead_bound_below', bs)}: "
             "there the step waits on overhead, not arithmetic."
         )
@@ -290,17 +398,17 @@ def crossover(c, host) -> list[str]:
     if c["verdict"] == "slower below, faster above":
         lines.append(
             f"On {host}, {c['device']} is slower than cpu below batch size {crossing(c)} "
-            f"for mode {c['mode']} (measured: last slower at {bs(c['measured_last_slower'])}, first faster "
+            f"for {c['model']} in mode {c['mode']} (measured: last slower at {bs(c['measured_last_slower'])}, first faster "
             f"at {bs(c['measured_first_faster'])}); per-step overhead {us(c['a_us'])} vs {us(c['cpu_a_us'])} "
             f"on cpu, per sample {us(c['b_us'])} vs {us(c['cpu_b_us'])}."
         )
     elif isinstance(c["verdict"], str):
         lines.append(
-            f"On {host}, {c['device']} is {c['verdict']} than cpu for mode {c['mode']} "
+            f"On {host}, {c['device']} is {c['verdict']} than cpu for {c['model']} in mode {c['mode']} "
             f"(per-step overhead {us(c['a_us'])} vs {us(c['cpu_a_us'])} on cpu)."
         )
     if isinstance(c["note"], str) and c["note"]:
-        lines.append(f"Note ({c['device']}, {c['mode']}): {c['note']}.")
+        lines.append(f"Note ({c['device']}, {c['model']}, {c['mode']}): {c['note']}.")
     return lines
 
 
@@ -310,8 +418,8 @@ def speedups(spd: pd.DataFrame) -> list[str]:
     if len(hs):
         hi, lo = hs.loc[hs["speedup"].idxmax()], hs.loc[hs["speedup"].idxmin()]
         lines.append(
-            f"Best accelerator speedup over cpu: {ratio(hi)} ({hi['device']}, {hi['mode']}, "
-            f"batch {hi['batch_size']}); worst: {ratio(lo)} ({lo['device']}, {lo['mode']}, "
+            f"Best accelerator speedup over cpu: {ratio(hi)} ({hi['device']}, {hi['model']}, {hi['mode']}, "
+            f"batch {hi['batch_size']}); worst: {ratio(lo)} ({lo['device']}, {lo['model']}, {lo['mode']}, "
             f"batch {lo['batch_size']})."
         )
         same = hs[hs["same_within_noise"].map(yes)]
@@ -319,14 +427,16 @@ def speedups(spd: pd.DataFrame) -> list[str]:
             lines.append(
                 f"{len(same)} of {len(hs)} accelerator-vs-cpu pairs are the same within noise (their interval "
                 "contains 1×): "
-                + ", ".join(f"{r['device']} {r['mode']} batch {r['batch_size']}" for _, r in same.iterrows())
+                + ", ".join(
+                    f"{r['device']} {r['model']} {r['mode']} batch {r['batch_size']}" for _, r in same.iterrows()
+                )
                 + "."
             )
     hm = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
     if len(hm):
         hi = hm.loc[hm["speedup"].idxmax()]
         lines.append(
-            f"Best mode over {hi['baseline_mode']}: {hi['mode']} on {hi['device']} at batch "
+            f"Best mode over {hi['baseline_mode']}: {hi['mode']} on {hi['device']} ({hi['model']}) at batch "
             f"{hi['batch_size']}, {ratio(hi)} faster per step."
         )
     return lines
@@ -337,7 +447,7 @@ def dataloader(r) -> str:
         "a host memcpy of the batch (what collation copies)" if r["device"] == HOST else "the host→device copy itself"
     )
     return (
-        f"DataLoader on {r['device']} at batch {r['batch_size']}: {us(r['dataloader_step_us'])} per step vs "
+        f"DataLoader on {r['device']} ({r['model']}) at batch {r['batch_size']}: {us(r['dataloader_step_us'])} per step vs "
         f"{us(r['module_step_us'])} for module, so feeding from host memory takes {share(r)} "
         f"of the step; {copy} takes {us(r['copy_us'])} ({pct(r['copy_share'])}) at the measured bandwidth."
     )
@@ -364,17 +474,19 @@ def ops(prof: pd.DataFrame) -> list[str]:
     lines = []
     for device in host_first(prof["device"]) if len(prof) else []:
         d = prof[prof["device"] == device]
-        small = d["batch_size"].min()
-        s = d[d["batch_size"] == small]
-        counts = ", ".join(f"{m} {o + ob:.0f}" for m, o, ob in zip(s["mode"], s["ops_step"], s["ops_batch"]))
-        lines.append(f"Torch ops dispatched per training step on {device} at batch {small}: {counts}.")
+        for model in dict.fromkeys(d["model"]):
+            m = d[d["model"] == model]
+            small = m["batch_size"].min()
+            s = m[m["batch_size"] == small]
+            counts = ", ".join(f"{k} {o + ob:.0f}" for k, o, ob in zip(s["mode"], s["ops_step"], s["ops_batch"]))
+            lines.append(f"Torch ops dispatched per training step of {model} on {device} at batch {small}: {counts}.")
     return lines
 
 
 def left_out(tables: dict) -> list[str]:
     """The runs the analysis did not use, and the combinations whose repeats disagree."""
     lines = [
-        f"{r['host']} {r['device']} {r['mode']} batch {r['batch_size']} repeat {r['repeat']}: {r['reason']}"
+        f"{r['host']} {r['device']} {r['model']} {r['mode']} batch {r['batch_size']} repeat {r['repeat']}: {r['reason']}"
         for _, r in tables["excluded"].iterrows()
     ]
     return lines
@@ -382,7 +494,7 @@ def left_out(tables: dict) -> list[str]:
 
 def disagreements(tables: dict) -> list[str]:
     return [
-        f"{r['host']} {r['device']} {r['mode']} batch {r['batch_size']}: the {r['n_ok']} repeats' median step "
+        f"{r['host']} {r['device']} {r['model']} {r['mode']} batch {r['batch_size']}: the {r['n_ok']} repeats' median step "
         f"times differ by {times(r['repeat_spread'])} (more than quality.repeat_spread); read its median with care"
         for _, r in tables["disagreeing"].iterrows()
     ]
@@ -395,6 +507,9 @@ def summary_md(found: dict, cfg: dict, env: pd.DataFrame, tables: dict | None = 
     lines = ["# mnist-device-bench: what this run found", ""]
     if tables is not None and len(tables["ladder"]):
         lines += ["## The headline", ""] + [f"- {s}" for s in headline(tables)] + [""]
+    per_network = per_network_lines(tables) if tables is not None else []
+    if per_network:
+        lines += ["## Per network", ""] + [f"- {s}" for s in per_network] + [""]
     lines += [
         f"Config: devices {cfg.get('devices')}, modes {cfg.get('modes')}, batch sizes {cfg.get('batch_sizes')}, "
         f"{cfg.get('repeats')} repeats, {cfg.get('train_samples')} training samples x {cfg.get('epochs')} epochs. "
@@ -442,6 +557,16 @@ def bullets(lines) -> str:
     return "".join(f"- {s}\n" for s in lines)
 
 
+def per_network_lines(tables: dict) -> list[str]:
+    """One sentence per network and place (network_sentences), the place named where there are
+    several."""
+    m = tables.get("map")
+    if m is None or m.empty:
+        return []
+    hosts = sorted(set(m["host"]))
+    return [f"{host}: {s}" if len(hosts) > 1 else s for host in hosts for s in network_sentences(m, host)]
+
+
 def fit_table(fit: pd.DataFrame) -> str:
     f = fit.copy()
     for c in ("a_us", "b_us"):
@@ -452,6 +577,7 @@ def fit_table(fit: pd.DataFrame) -> str:
     columns = {
         "host": "host",
         "device": "device",
+        "model": "network",
         "mode": "mode",
         "a_us": "fixed cost a per step",
         "b_us": "cost b per sample",
@@ -473,6 +599,7 @@ def dataloader_table(dl: pd.DataFrame) -> str:
     columns = {
         "host": "host",
         "device": "device",
+        "model": "network",
         "batch_size": "batch",
         "module_step_us": "module step",
         "dataloader_step_us": "dataloader step",
@@ -523,14 +650,17 @@ def answer(found: dict, tables: dict) -> str:
 
 
 def rst_pages(tables: dict, found: dict, cfg: dict | None = None) -> dict:
-    """The run-specific text of the report: {name: rst}: `answer` for the workflow page, and a
-    page for each figure that needs words beyond its caption (the others get an empty page)."""
+    """The run-specific text of the report: {name: rst}: `answer` for the workflow page, and the
+    words beside each figure of the registry (catalog.FIGURES); a figure without its page is an
+    error here, not an empty page in the report."""
     pages = {"answer": answer(found, tables)}
-    pages["ladder"] = bullets(headline(tables)) if len(tables["ladder"]) else "No rung ran successfully.\n"
+    pages["ladder"] = bullets(headline(tables)) if len(tables["ladder"]) else "No mode ran successfully.\n"
     pages["throughput"] = "Fits on this run (a = fixed cost per step, b = cost per sample):\n\n" + (
         fit_table(tables["fits"]) or "none.\n"
     )
     pages["speedup"] = speedup_page(tables["speedup"])
+    pages["map"] = bullets(per_network_lines(tables)) or "No network ran successfully.\n"
+    pages["cost"] = cost_page(tables["fits"])
     prof = tables["profile"]
     ok = succeeded(prof)
     pages["breakdown"] = breakdown_page(ok)
@@ -545,7 +675,29 @@ def rst_pages(tables: dict, found: dict, cfg: dict | None = None) -> dict:
         or "No copy timings.\n"
     )
     pages["accuracy"] = accuracy_text(tables["runs"], (cfg or {}).get("target_accuracy"))
+    missing = [name for name in catalog.FIGURES if name not in pages]
+    if missing:
+        raise KeyError(f"words.rst_pages writes no page for the figure(s) {', '.join(missing)}: add one")
     return pages
+
+
+def cost_page(fit: pd.DataFrame) -> str:
+    """Per device and mode, the per-sample cost b of the smallest and the largest network against
+    their arithmetic: where b grows with the FLOP, arithmetic has taken over from overhead."""
+    f = fit[fit["b_us"].notna() & fit["flop_per_sample"].notna()] if "flop_per_sample" in fit.columns else fit.iloc[:0]
+    lines = []
+    for (host, device, mode), g in f.groupby(["host", "device", "mode"], sort=False):
+        g = g.sort_values("flop_per_sample")
+        if len(g) < 2:
+            continue
+        lo, hi = g.iloc[0], g.iloc[-1]
+        grew = hi["b_us"] / lo["b_us"] if lo["b_us"] > 0 else np.nan
+        lines.append(
+            f"{host} {device} {mode}: {fitted(lo, 'b_us', us)} per sample for {lo['model']} ({flop(lo['flop_per_sample'])}), "
+            f"{fitted(hi, 'b_us', us)} for {hi['model']} ({flop(hi['flop_per_sample'])}): "
+            f"{times(grew)} the cost for {times(hi['flop_per_sample'] / lo['flop_per_sample'])} the arithmetic"
+        )
+    return bullets(lines) or "One network per device and mode: nothing to compare across sizes.\n"
 
 
 def speedup_page(spd: pd.DataFrame) -> str:
@@ -553,8 +705,8 @@ def speedup_page(spd: pd.DataFrame) -> str:
     if len(dev):
         hi, lo = dev.loc[dev["speedup"].idxmax()], dev.loc[dev["speedup"].idxmin()]
         return (
-            f"Accelerator over cpu on this run: from {ratio(lo)} ({lo['device']}, {lo['mode']}, "
-            f"batch {lo['batch_size']}) to {ratio(hi)} ({hi['device']}, {hi['mode']}, "
+            f"Accelerator over cpu on this run: from {ratio(lo)} ({lo['device']}, {lo['model']}, {lo['mode']}, "
+            f"batch {lo['batch_size']}) to {ratio(hi)} ({hi['device']}, {hi['model']}, {hi['mode']}, "
             f"batch {hi['batch_size']}).\n"
         )
     lad = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
@@ -562,7 +714,7 @@ def speedup_page(spd: pd.DataFrame) -> str:
         hi = lad.loc[lad["speedup"].idxmax()]
         return (
             f"No accelerator ran, so the heatmap shows each mode over {hi['baseline_mode']} on the cpu instead: "
-            f"best {ratio(hi)} ({hi['mode']}, batch {hi['batch_size']}).\n"
+            f"best {ratio(hi)} ({hi['model']}, {hi['mode']}, batch {hi['batch_size']}).\n"
         )
     return "Not enough successful runs for a speedup.\n"
 
@@ -571,7 +723,7 @@ def breakdown_page(ok: pd.DataFrame) -> str:
     if ok.empty:
         return "No profile succeeded on this run.\n"
     lines = [
-        f"- {r['host']} {r['device']} {r['mode']} batch {r['batch_size']}: transfer {us(r['transfer_us'])}, "
+        f"- {r['host']} {r['device']} {r['model']} {r['mode']} batch {r['batch_size']}: transfer {us(r['transfer_us'])}, "
         f"forward {us(r['forward_us'])}, backward {us(r['backward_us'])}, optimizer {us(r['optimizer_us'])}"
         + ("" if r["device"] == HOST else f", device wait {us(r['wait_us'])}")
         + f"; profiled {us(r['step_us_profiled'])} per step vs {us(r['step_us_plain'])} without the profiler."
@@ -586,7 +738,7 @@ def ops_page(ok: pd.DataFrame) -> str:
     o = ok.assign(total=ok["ops_step"] + ok["ops_batch"])
     top = o.loc[o["total"].idxmax()]
     return (
-        f"Most ops per step on this run: {top['mode']} at batch {top['batch_size']} on {top['device']}, "
+        f"Most ops per step on this run: {top['mode']} ({top['model']}) at batch {top['batch_size']} on {top['device']}, "
         f"{top['total']:.0f} ({top['ops_batch']:.0f} of them fetching the batch).\n"
     )
 
@@ -600,7 +752,7 @@ def accuracy_text(runs: pd.DataFrame, target) -> str:
     if len(reached):
         r = reached.loc[pd.to_numeric(reached["time_to_target_s"]).idxmin()]
         text += (
-            f" Fastest: {r['device']} · {r['mode']} at batch {r['batch_size']}, in "
+            f" Fastest: {r['device']} · {r['model']} · {r['mode']} at batch {r['batch_size']}, in "
             f"{float(r['time_to_target_s']):.3g} s of training ({r['host']})."
         )
     return text + "\n"

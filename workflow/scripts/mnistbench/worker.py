@@ -44,17 +44,16 @@ import time
 from multiprocessing.connection import AuthenticationError, Client, Listener
 from pathlib import Path
 
-from mnistbench import BenchError
+from mnistbench import BenchError, depends
 
 IDLE_S = 30
 IDLE_CHECK_S = 1  # how often an idle worker looks whether a timed run holds the machine
 SOCKETS = "results/.trainer/r{repeat}.sock"  # relative to the workflow's working directory
 PACKAGE = Path(__file__).resolve().parent
-SCHEMA = PACKAGE.parent.parent / "schemas" / "config.schema.yaml"
 # What a request holds: train.train's arguments and the job's log; a profile job's request
 # (kind "profile") holds profiling.profile_device's instead.
-REQUEST = {"cfg", "data_path", "device", "mode", "batch_size", "repeat", "log_path"}
-PROFILE_REQUEST = {"kind", "cfg", "data_path", "device", "modes", "batch_sizes", "log_path"}
+REQUEST = {"cfg", "data_path", "device", "network", "mode", "batch_size", "repeat", "log_path"}
+PROFILE_REQUEST = {"kind", "cfg", "data_path", "device", "networks", "modes", "batch_sizes", "log_path"}
 
 
 def socket_for(repeat: int) -> str:
@@ -327,7 +326,8 @@ def check_request(req: dict, validator) -> str | None:
     directory (the workflow's), its run settings of the schema's types and ranges."""
     import jsonschema
 
-    from mnistbench.ladder import MODES
+    from mnistbench import spec
+    from mnistbench.catalog import MODES
 
     # Without a log_path, what the run prints is dropped.
     profiles = req.get("kind") == "profile"
@@ -340,7 +340,15 @@ def check_request(req: dict, validator) -> str | None:
             return f"{key} {req[key]!r} lies outside the working directory {home}"
     if not isinstance(req["device"], str) or not re.fullmatch(r"[a-z]+(:\d+)?", req["device"]):
         return f"malformed device {req['device']!r}"
+    named = req["networks"] if profiles else [req["network"]]
+    for name in named if isinstance(named, list) else [named]:
+        try:
+            spec.network(name)
+        except (spec.BadNetwork, TypeError) as e:
+            return f"network {name!r} is not a `models` entry ({e})"
     if profiles:
+        if not isinstance(req["networks"], list):
+            return f"networks {req['networks']!r} are not a list"
         if not isinstance(req["modes"], list) or not all(m in MODES for m in req["modes"]):
             return f"modes {req['modes']!r} are not a list of known modes"
         if not isinstance(req["batch_sizes"], list) or not all(type(b) is int and b >= 1 for b in req["batch_sizes"]):
@@ -361,10 +369,10 @@ def _load_validator():
     """The config schema's validator, built once per worker: `jsonschema.validate` builds a new
     one on every call, ~18 ms a request against under 1 ms with this one."""
     import jsonschema
-    import yaml
 
-    schema = yaml.safe_load(SCHEMA.read_text())
-    return jsonschema.validators.validator_for(schema)(schema)
+    from mnistbench import schema
+
+    return jsonschema.validators.validator_for(schema.load())(schema.load())
 
 
 class _Idle:
@@ -404,11 +412,13 @@ class _Idle:
 
 
 def serve(sock_path: str) -> None:
+    import importlib
+
     import torch
 
-    from mnistbench import profiling
-    from mnistbench import train as trainer
-
+    # The tasks a request may name, imported by name (depends.TASKS: what the fingerprint of a
+    # timed job's code covers besides this server).
+    tasks = {kind: getattr(importlib.import_module(f"mnistbench.{m}"), f) for kind, (m, f) in depends.TASKS.items()}
     mine, validator = fingerprint(), _load_validator()
     key = authkey(sock_path)
     tmp = f"{sock_path}.{os.getpid()}"
@@ -444,7 +454,7 @@ def serve(sock_path: str) -> None:
                 continue
             _send(conn, {"pid": os.getpid()})
             watch = _watch(conn, req.get("log_path", os.devnull))
-            reply = _run(req, profiling.profile_device if req.pop("kind", None) else trainer.train, torch)
+            reply = _run(req, tasks[req.pop("kind", "train")], torch)
             watch.set()
             try:
                 _send(conn, reply)
