@@ -17,6 +17,9 @@ past its share of the budget is recorded, and the next one still runs):
                    `cudagraph` and the best cpu rung at every batch size); its own small grid
                    where no pipeline made a summary
 
+Where the grid has no batch size between its ends, the whole grid runs first, in place of
+pipeline_ends.
+
 It packs what they made (summary tables, summary.md, figures, the tests' and gpu_check's output,
 every step's command, exit status, wall time and why it failed) into one archive,
 OUT/reference-<gpu>.tar.gz, beside a short OUT/gpu_reference.log and a copy of steps.csv (OUT:
@@ -74,12 +77,14 @@ MNIST_CONTENT_MD5 = {
     "t10k-labels-idx1-ubyte.gz": "27ae3e4e09519cfbb04c329615203637",
 }
 
-# The steps after the install, in the order they run. Each may run until the budget's end less the
-# reserves of the steps after it that will run; the whole grid (`pipeline`) reserves nothing, so
-# the headline and the tests come first and the middle batch sizes get what is left. Seconds of a
-# 16-core H200 machine (bench/README.md, "The day a GPU is lent").
+# The steps after the install, in the order they run: the headline (the pipeline at the grid's
+# smallest and largest batch size) first, then the GPU tests, then the whole grid, which trains
+# only the batch sizes in between. A step may run until the budget's end less the reserves of the
+# steps after it that will run; the whole grid reserves nothing, so it gets whatever the others
+# leave, and the tests are sure of RESERVE_S of their TESTS_CAP_S. Seconds of a 16-core H200
+# machine (bench/README.md, "The day a GPU is lent").
 ORDER = ["pipeline_ends", "gpu_tests", "pipeline", "sizes", "gpu_check"]
-RESERVE_S = {"gpu_tests": 120, "sizes": 120, "gpu_check": 20}  # gpu_check: reading the tables
+RESERVE_S = {"gpu_tests": 60, "sizes": 120, "gpu_check": 20}  # gpu_check: reading the tables
 TESTS_CAP_S = 120
 GPU_CHECK_OWN_S = 100  # gpu_check's own grid (persistent and cudagraph at 1 and 4096)
 PACK_RESERVE_S = 10
@@ -102,37 +107,15 @@ QUICK = dict(
 )
 
 # The versions printed and recorded: every package a step imports.
-PACKAGES = [
-    "torch",
-    "triton",
-    "torchvision",
-    "snakemake",
-    "jsonschema",
-    "pandas",
-    "numpy",
-    "seaborn",
-    "matplotlib",
-    "pyyaml",
-    "psutil",
-    "pytest",
-    "pytest-xdist",
-    "nvidia-ml-py",
-]
+PACKAGES = (
+    "torch triton torchvision snakemake jsonschema pandas numpy seaborn matplotlib pyyaml psutil pytest "
+    "pytest-xdist nvidia-ml-py"
+).split()
 # What each step cannot run without (distribution names), for the one line a missing one gets.
 NEEDS = {
-    "gpu_tests": ["torch", "triton", "pytest", "pytest-xdist", "pyyaml", "numpy"],
-    "pipeline": [
-        "torch",
-        "torchvision",
-        "snakemake",
-        "jsonschema",
-        "pandas",
-        "seaborn",
-        "matplotlib",
-        "pyyaml",
-        "psutil",
-    ],
-    "gpu_check": ["pandas", "pyyaml", "snakemake"],
+    "gpu_tests": "torch triton pytest pytest-xdist pyyaml numpy".split(),
+    "pipeline": "torch torchvision snakemake jsonschema pandas seaborn matplotlib pyyaml psutil".split(),
+    "gpu_check": "torch pandas pyyaml snakemake".split(),
 }
 
 PROBE = r"""
@@ -450,15 +433,8 @@ def gpu_present() -> bool:
 def probe(step: Step, python: str, env: dict, logs: Path, say) -> dict:
     """The versions the steps will run with, printed; a missing package is one line naming what needs it."""
     code = PROBE.replace("NAMES", repr(PACKAGES)).replace("MODULES", repr(MODULES))
-    run(
-        step,
-        [python, "-c", code],
-        120,
-        env,
-        logs / "versions.log",
-        say,
-        [python, "-c", "<probe of versions and devices>"],
-    )
+    shown = [python, "-c", "<probe of versions and devices>"]
+    run(step, [python, "-c", code], 120, env, logs / "versions.log", say, shown)
     lines = (logs / "versions.log").read_text(errors="replace").splitlines()
     found = [x for x in lines if x.startswith("PROBE ")]
     if not found:
@@ -528,35 +504,31 @@ def batch_sizes_of(configfiles: list, config: list) -> list | None:
     return sorted(set(sizes)) if ok else None
 
 
+RECORD = ["step", "status", "exit_status", "wall_s", "timeout_s", "started", "reason", "log", "command"]
+ARCHIVE_LIMIT = 15 * 2**20  # the device tool brings back files of up to 16 MiB
+
+
 def write_records(steps: list, ref: Path) -> None:
     (ref / "commands.json").write_text(json.dumps([asdict(s) for s in steps], indent=1) + "\n")
     with open(ref / "steps.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["step", "status", "exit_status", "wall_s", "timeout_s", "started", "reason", "log", "command"])
+        w.writerow(RECORD)
         for s in steps:
-            w.writerow(
-                [
-                    s.name,
-                    s.status,
-                    s.exit_status,
-                    s.wall_s,
-                    s.timeout_s,
-                    s.started,
-                    s.reason,
-                    s.log,
-                    shlex.join(s.command),
-                ]
-            )
+            w.writerow([s.name, *(getattr(s, k) for k in RECORD[1:-1]), shlex.join(s.command)])
 
 
 def pack(steps: list, ref: Path, out: Path, name: str) -> Path:
     """reference/<name>/ as OUT/reference-<name>.tar.gz (written whole, then moved into place), and
-    a copy of steps.csv beside it."""
+    a copy of steps.csv beside it. Should the jobs' logs of a failed pipeline make it too large to
+    come back, it goes without them."""
     write_records(steps, ref)
     archive = out / f"reference-{name}.tar.gz"
     tmp = archive.with_name(archive.name + ".part")
-    with tarfile.open(tmp, "w:gz") as tar:
-        tar.add(ref, arcname=f"reference/{name}")
+    for keep in (lambda t: t, lambda t: None if t.name.endswith("-logs") and t.isdir() else t):
+        with tarfile.open(tmp, "w:gz") as tar:
+            tar.add(ref, arcname=f"reference/{name}", filter=keep)
+        if tmp.stat().st_size <= ARCHIVE_LIMIT:
+            break
     os.replace(tmp, archive)
     shutil.copy2(ref / "steps.csv", out / "steps.csv")
     return archive
@@ -658,7 +630,8 @@ def main(argv=None):
 
 
 def measure(a, steps, ref, out, name, work, python, env, gpu, budget, say) -> None:
-    """The steps after the install, in ORDER, each within its share of the budget."""
+    """The steps after the install, in ORDER (the whole grid first where it has no batch sizes
+    between its ends), each within its share of the budget."""
     # The config files the pipelines read, in order: the reference grid, the data's mirror, the
     # caller's files, the quick grid; the size preset's pipeline then its preset; last the devices.
     cfgdir = ref / "config"
@@ -679,26 +652,32 @@ def measure(a, steps, ref, out, name, work, python, env, gpu, budget, say) -> No
     if a.quick:
         (cfgdir / "quick.json").write_text(json.dumps(QUICK, indent=1) + "\n")
         files.append(cfgdir / "quick.json")
-    (cfgdir / "devices.json").write_text(json.dumps({} if gpu else dict(devices=["cpu"])) + "\n")
     devices = cfgdir / "devices.json"
+    devices.write_text(json.dumps({} if gpu else dict(devices=["cpu"])) + "\n")
     sizes = a.sizes if a.sizes.exists() else None
     batch_sizes = batch_sizes_of(files, a.config)
     ends = sorted({batch_sizes[0], batch_sizes[-1]}) if batch_sizes else None
 
-    planned = {s for s in ORDER if s not in a.skip}
+    why_not = {s: "--skip" for s in a.skip}
     if not gpu:
-        planned.discard("gpu_tests")
+        why_not.setdefault("gpu_tests", "no GPU: the compiled GPU tests need cuda")
     if sizes is None:
-        planned.discard("sizes")
-    if not ends or ends == batch_sizes:
-        planned.discard("pipeline_ends")
+        why_not.setdefault("sizes", f"{a.sizes} does not exist (no model-size preset yet)")
+    if batch_sizes is None:
+        why_not.setdefault("pipeline_ends", "no pyyaml here to read the grid: the whole grid at once")
+    elif ends == batch_sizes:
+        why_not.setdefault("pipeline_ends", f"the grid's batch sizes {batch_sizes} are its ends")
+    order = list(ORDER)
+    if "pipeline_ends" in why_not and "pipeline" not in why_not:  # then the whole grid is the headline
+        order.remove("pipeline")
+        order.insert(order.index("gpu_tests"), "pipeline")
 
     def guarded(step_name: str, cmd: list, cap: float, workdir=None) -> Step:
         """Run a step within its share of what is left, or skip it where too little is left."""
         step = Step(step_name)
         steps.append(step)
-        later = ORDER[ORDER.index(step_name) + 1 :]
-        timeout = min(cap, budget.left() - PACK_RESERVE_S - sum(RESERVE_S.get(s, 0) for s in later if s in planned))
+        later = [s for s in order[order.index(step_name) + 1 :] if s not in why_not]
+        timeout = min(cap, budget.left() - PACK_RESERVE_S - sum(RESERVE_S.get(s, 0) for s in later))
         if timeout - GRACE_S < LEAST_S:
             skip(step, f"no time left in the budget ({budget.left():.0f} s left)", say).command = [str(c) for c in cmd]
         else:
@@ -706,9 +685,6 @@ def measure(a, steps, ref, out, name, work, python, env, gpu, budget, say) -> No
             say(f"[{step_name}] {step.status} in {step.wall_s} s" + (f": {step.reason}" if step.reason else ""))
         pack(steps, ref, out, name)
         return step
-
-    def not_run(step_name: str, why: str, cmd=()) -> None:
-        steps.append(skip(Step(step_name, command=list(cmd)), why, say))
 
     def pipeline(step_name: str, wd: Path, configfiles: list, config: list, dest: Path) -> None:
         wd.mkdir(parents=True, exist_ok=True)
@@ -730,47 +706,46 @@ def measure(a, steps, ref, out, name, work, python, env, gpu, budget, say) -> No
             shutil.copytree(wd / "logs", ref / f"{step_name}-logs", dirs_exist_ok=True)
 
     ref_wd = work / "pipeline"
-    with_devices = [*files, devices]
-    if "pipeline_ends" in planned:
-        ends_config = [*a.config, f"batch_sizes={json.dumps(ends, separators=(',', ':'))}"]
-        pipeline("pipeline_ends", ref_wd, with_devices, ends_config, ref)
-    else:
-        why = "--skip" if "pipeline_ends" in a.skip else f"the grid's batch sizes are its ends ({batch_sizes})"
-        not_run("pipeline_ends", why if batch_sizes else "no pyyaml here to read the grid: the whole grid at once")
-
     tests = [python, "-m", "pytest", "-n", "8", "-p", "no:cacheprovider", "-q", f"--junitxml={ref / 'tests.xml'}"]
     tests += ["tests/test_persistent.py", "tests/test_modes.py", "-k", "cuda or persistent"]
-    if "gpu_tests" in planned:
-        guarded("gpu_tests", tests, TESTS_CAP_S)
-    else:
-        not_run("gpu_tests", "--skip" if "gpu_tests" in a.skip else "no GPU: the compiled GPU tests need cuda", tests)
-
-    if "pipeline" in planned:
-        pipeline("pipeline", ref_wd, with_devices, a.config, ref)
-    else:
-        not_run("pipeline", "--skip")
-
-    if "sizes" in planned:
-        shutil.copy2(sizes, cfgdir / f"sizes-{sizes.name}")
-        sizes_wd = work / "sizes"
-        if (ref_wd / "results/preload").exists() and not (sizes_wd / "results/preload").exists():
-            run_workflow.with_data_of(ref_wd, sizes_wd)  # the same data, downloaded and preloaded once
-        pipeline("sizes", sizes_wd, [*files, cfgdir / f"sizes-{sizes.name}", devices], a.config, ref / "sizes")
-    else:
-        not_run("sizes", "--skip" if "sizes" in a.skip else f"{a.sizes} does not exist (no model-size preset yet)")
-
     check = [python, str(REPO / "bench" / "gpu_check.py")]
     own = ["--workdir", str(work / "gpu_check")]
-    own += ["--modes", "persistent", "cudagraph", "--batch-sizes", "1", "4096", "--devices", "[cuda]"] if gpu else []
-    own += [] if gpu else ["--quick", "--devices", "[cpu]"]
-    if "gpu_check" in a.skip:
-        not_run("gpu_check", "--skip", check)
-    elif (ref / "summary" / "summary.csv").exists():
-        guarded("gpu_check", check + ["--summary", str(ref / "summary")], 60)
-    elif budget.left() - PACK_RESERVE_S < GPU_CHECK_OWN_S:
-        not_run("gpu_check", "no summary to read, and too little time left for its own grid", check + own)
+    if gpu:  # the question persistent answers
+        own += ["--modes", "persistent", "cudagraph", "--batch-sizes", "1", "4096", "--devices", "[cuda]"]
     else:
-        guarded("gpu_check", check + own, GPU_CHECK_OWN_S + 60)
+        own += ["--quick", "--devices", "[cpu]"]
+
+    def sizes_step():
+        shutil.copy2(sizes, cfgdir / f"sizes-{sizes.name}")
+        wd = work / "sizes"
+        if (ref_wd / "results/preload").exists() and not (wd / "results/preload").exists():
+            run_workflow.with_data_of(ref_wd, wd)  # the same data, downloaded and preloaded once
+        pipeline("sizes", wd, [*files, cfgdir / f"sizes-{sizes.name}", devices], a.config, ref / "sizes")
+
+    def check_step():
+        if (ref / "summary" / "summary.csv").exists():
+            guarded("gpu_check", check + ["--summary", str(ref / "summary")], 60)
+        elif budget.left() - PACK_RESERVE_S < GPU_CHECK_OWN_S:
+            steps.append(skip(Step("gpu_check", command=check + own), "no summary to read, no time for a grid", say))
+        else:
+            guarded("gpu_check", check + own, GPU_CHECK_OWN_S + 60)
+
+    ends_config = [*a.config, f"batch_sizes={json.dumps(ends, separators=(',', ':'))}"]
+    actions = {
+        "pipeline_ends": lambda: pipeline("pipeline_ends", ref_wd, [*files, devices], ends_config, ref),
+        "gpu_tests": lambda: guarded("gpu_tests", tests, TESTS_CAP_S),
+        "pipeline": lambda: pipeline("pipeline", ref_wd, [*files, devices], a.config, ref),
+        "sizes": sizes_step,
+        "gpu_check": check_step,
+    }
+    commands = {"gpu_tests": tests, "gpu_check": check}
+    for step_name in order:
+        if step_name in why_not:
+            steps.append(skip(Step(step_name, command=commands.get(step_name, [])), why_not[step_name], say))
+            if step_name == "pipeline" and not (ref / "summary.md").exists():
+                copy_results(ref_wd, ref)  # a second call that skips the pipelines packs the first one's
+        else:
+            actions[step_name]()
 
 
 if __name__ == "__main__":

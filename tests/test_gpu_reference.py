@@ -14,7 +14,7 @@ import tarfile
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, job_stats
 from mnistbench import synthetic
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -66,6 +66,9 @@ def test_the_cpu_only_run_packs_its_results_and_every_step_with_why_one_failed(m
     assert "tests/test_persistent.py" in steps["gpu_tests"]["command"]
     assert steps["pipeline_ends"]["status"] == "ok" and "batch_sizes=[8,64]" in steps["pipeline_ends"]["command"]
     assert steps["pipeline"]["status"] == "ok" and steps["pipeline"]["exit_status"] == "0"
+    # ... the whole grid then trains only the middle batch size's runs, and profiles nothing again.
+    pipeline = subprocess.CompletedProcess([], 0, files["logs/pipeline.log"].decode(), "")
+    assert job_stats(pipeline)["train"] == 2 * 1 * 2 and "profile" not in job_stats(pipeline)
     assert float(steps["pipeline"]["wall_s"]) > 0 and "snakemake" in steps["pipeline"]["command"]
     assert steps["sizes"]["status"] == "failed" and steps["sizes"]["exit_status"] == "1"
     assert "repeats" in steps["sizes"]["reason"], steps["sizes"]["reason"]
