@@ -47,8 +47,8 @@ mkdir -p "$WHEELHOUSE"
 pip_quiet wheel --quiet --no-deps --wheel-dir "$WHEELHOUSE" "connection_pool>=0.0.3"
 target=(--python-version "$TARGET_PYTHON" --only-binary=:all:)
 for platform in $PLATFORMS; do target+=(--platform "$platform"); done
-pip_quiet download --quiet --dest "$WHEELHOUSE" --find-links "$WHEELHOUSE" "${target[@]}" \
-    "$(pin snakemake)" "$(pin jsonschema)" "$(pin pandas)" nvidia-ml-py
+pins=("$(pin snakemake)" "$(pin jsonschema)" "$(pin pandas)")
+pip_quiet download --quiet --dest "$WHEELHOUSE" --find-links "$WHEELHOUSE" "${target[@]}" "${pins[@]}" nvidia-ml-py
 pip_quiet download --quiet --dest "$WHEELHOUSE" --no-deps "${target[@]}" "torchvision==$TORCHVISION"
 # pandas pulls numpy in; the machine's numpy is the one its torch was built with, and stays.
 rm -f "$WHEELHOUSE"/numpy-*.whl "$WHEELHOUSE"/torch-*.whl "$WHEELHOUSE"/triton-*.whl "$WHEELHOUSE"/nvidia_cu*.whl
@@ -74,7 +74,7 @@ wheels=$(du -sb "$WHEELHOUSE" | cut -f1)
 data=$(du -sb "$DATA" | cut -f1)
 total=$((tree + wheels + data))
 mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
-echo "wheelhouse: $(ls "$WHEELHOUSE" | wc -l) wheels, $(mib "$wheels") ($WHEELHOUSE)"
+echo "wheelhouse: $(find "$WHEELHOUSE" -name '*.whl' | wc -l) wheels, $(mib "$wheels") ($WHEELHOUSE)"
 echo "MNIST: $(mib "$data") ($DATA)"
 echo "working tree: $(mib "$tree")"
 echo "carried in all: $(mib "$total") of the $(mib "$LIMIT") limit"
