@@ -108,13 +108,13 @@ QUICK = dict(
 
 # The versions printed and recorded: every package a step imports.
 PACKAGES = (
-    "torch triton torchvision snakemake jsonschema pandas numpy seaborn matplotlib pyyaml psutil pytest "
-    "pytest-xdist nvidia-ml-py"
+    "torch triton torchvision snakemake jsonschema pandas numpy seaborn matplotlib pillow pyyaml psutil "
+    "pytest pytest-xdist nvidia-ml-py"
 ).split()
 # What each step cannot run without (distribution names), for the one line a missing one gets.
 NEEDS = {
     "gpu_tests": "torch triton pytest pytest-xdist pyyaml numpy".split(),
-    "pipeline": "torch torchvision snakemake jsonschema pandas seaborn matplotlib pyyaml psutil".split(),
+    "pipeline": "torch torchvision snakemake jsonschema pandas seaborn matplotlib pillow pyyaml psutil".split(),
     "gpu_check": "torch pandas pyyaml snakemake".split(),
 }
 
