@@ -594,18 +594,13 @@ def main(argv=None):
         info = probe(step, python, env, ref / "logs", say)
         (ref / "versions.json").write_text(json.dumps(info, indent=1) + "\n")
         gpu = bool(info.get("cuda")) and not a.cpu_only
-        lacking = [
-            n for s, needs in NEEDS.items() if gpu or s != "gpu_tests" for n in needs if n in info.get("lacking", [])
-        ]
-        if lacking:
+        needed = {n for s, needs in NEEDS.items() if gpu or s != "gpu_tests" for n in needs}
+        if lacking := [n for n in info.get("lacking", []) if n in needed]:
             step.status, step.exit_status = "failed", 1
-            step.reason = "missing or broken: " + ", ".join(dict.fromkeys(lacking))
+            step.reason = "missing or broken: " + ", ".join(lacking)
         if not gpu:
-            say(
-                "cpu-only ("
-                + ("--cpu-only" if a.cpu_only else "torch sees no GPU here")
-                + "): the pipelines run on the cpu"
-            )
+            why = "--cpu-only" if a.cpu_only else "torch sees no GPU here"
+            say(f"cpu-only ({why}): the pipelines run on the cpu")
         name = a.name or (slug(info["gpu"]) + ("" if gpu else "-cpu-only") if info.get("gpu") else "cpu")
         ref = ref.rename(ref.with_name(name))
         out.mkdir(parents=True, exist_ok=True)
