@@ -6,8 +6,10 @@ x mode x batch size, the cuda/cpu speedup and, when the analysis step wrote them
 per-step overhead and the crossover batch size. Meant to finish in under 8 minutes.
 
     python bench/gpu_check.py [--workdir DIR] [--devices auto] [--modes M ...] [--batch-sizes B ...] [--quick]
+    python bench/gpu_check.py --summary DIR/results/summary
 
 `--quick` is a tiny grid that only proves the command works end to end (used by the tests).
+`--summary` prints the same tables for a run already made (bench/gpu_reference.py's), training nothing.
 """
 
 import argparse
@@ -58,7 +60,13 @@ def main(argv=None):
     p.add_argument("--cores", default="all")
     p.add_argument("--modes", nargs="+", help="modes of the ladder (default: " + " ".join(FULL["modes"]) + ")")
     p.add_argument("--batch-sizes", nargs="+", type=int)
+    p.add_argument("--summary", type=Path, help="a finished run's results/summary folder: print its tables only")
     a = p.parse_args(argv)
+    if a.summary:
+        if not (a.summary / "summary.csv").exists():
+            sys.exit(f"error: {a.summary} holds no summary.csv")
+        print_tables(a.summary)
+        return 0
     grid = dict(QUICK if a.quick else FULL)
     if a.modes:
         grid["modes"] = a.modes

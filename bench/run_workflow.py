@@ -8,10 +8,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def command(workdir, cores="all", targets=(), configfiles=(), config=(), *flags) -> list[str]:
-    """`python -m snakemake` on the repository's Snakefile in `workdir`. Targets come before
-    --configfile and --config, which take every word after them."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+def command(workdir, cores="all", targets=(), configfiles=(), config=(), *flags, python=None) -> list[str]:
+    """`python -m snakemake` on the repository's Snakefile in `workdir`, with this Python or
+    `python`. Targets come before --configfile and --config, which take every word after them."""
+    cmd = [str(python or sys.executable), "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    cmd += ["--directory", str(workdir)]
     cmd += ["--cores", str(cores), *flags, *map(str, targets)]
     if configfiles:
         cmd += ["--configfile", *map(str, configfiles)]
