@@ -372,3 +372,475 @@ double fma_gflops(long iters) {
     double s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
     return s > 0 ? 2.0 * LANES * C * (double)iters / s / 1e9 : 0.0;
 }
+
+/* ---- Any network of the family: 784 -> w1 -> ... -> wL -> 10 -----------------------------------
+
+The same function as above (sigmoid hidden layers, softmax output with cross-entropy or squared
+error, the mean loss over the batch, plain SGD, every gradient of a step computed before any
+weight of that step changes) for any depth and width. Everything above stays the seed shape's
+fast path; this is the general one.
+
+Layout. Layer l (1..n_layers, the last one the output) keeps its weights transposed and
+zero-padded, Wt_l [in_pad][out_pad], and its bias b_l [out_pad], every size rounded up to a
+multiple of 16 (784 already is one). Activations and deltas are kept with their pad lanes exactly
+0 (a pad lane's sigmoid would be 0.5: they are masked), so the pads of the weights only ever get
+zero updates and never contribute.
+
+One step on n rows: forward layer by layer over all rows, softmax and dL/dz over the 10 classes,
+then from the top: the delta of layer l-1 from the old Wt_l, then Wt_l -= lr D_l^T A_{l-1} in
+place (no gradient buffer: Wt_l is not read again in this step) and b_l. The three products of a
+layer are all one kind of matrix product, written once (mm below): C = A B with B's rows
+contiguous and a vector of 16 outputs per B row, so every one is broadcast-and-FMA, no horizontal
+sums:
+    forward   Z[r][o]   = sum_i A[r][i] Wt[i][o]     B = Wt
+    backward  D'[r][i]  = sum_o D[r][o] Wt[i][o]     B = Wt^T, transposed while it is packed
+    update    Wt[i][o] -= lr sum_r A[r][i] D[r][o]   B = D, A read down its columns
+At batch 1 (many steps per call) a step is a few vector-matrix products, too small to pay for
+packing; that path (mlp_bs1) passes each weight matrix once or twice per step instead. */
+
+/* Register tile of the product: MR rows x NV vectors of 16 accumulators, sized to the register
+   file (with room for the B vectors and a broadcast): 32 x 512-bit registers with AVX-512, 16 x
+   256-bit with AVX (a v16 is two of them), 32 x 128-bit on arm64, 16 x 128-bit otherwise.
+   CH: independent accumulators that hide the FMA latency in a vector-matrix product. */
+#ifndef MLP_MR
+#if defined(__AVX512F__)
+#define MLP_MR 8
+#define MLP_NV 2
+#define MLP_CH 8
+#elif defined(__AVX__)
+#define MLP_MR 6
+#define MLP_NV 1
+#define MLP_CH 4
+#elif defined(__aarch64__)
+#define MLP_MR 4
+#define MLP_NV 1
+#define MLP_CH 4
+#else
+#define MLP_MR 2
+#define MLP_NV 1
+#define MLP_CH 2
+#endif
+#endif
+#ifndef MLP_CH
+#define MLP_CH 4
+#endif
+
+/* Cache blocking of the product: a KC x NC block of B is packed into contiguous micro-panels of
+   KC x (16 NV) (16 KB at NV 1: in L1 while MC rows of A use it; packed, the rows of a panel do not
+   all map to the same few cache sets, as rows of a wide matrix a multiple of 4 KB apart would),
+   and MC x KC of A (100 KB) stays in L2 while it meets all NC columns of the block. */
+enum { MAXLAYERS = 9, KC = 256, NC = 1024, MC = 16 * MLP_MR };
+/* Multiply-adds below which one more thread costs more to start than it saves. */
+enum { MIN_MACS = 1 << 17 };
+
+static inline int pad16(int n) { return (n + 15) / 16 * 16; }
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* Threads worth starting for `macs` multiply-adds: at most `threads`, one per MIN_MACS. */
+static int threads_for(double macs, int threads) {
+    double most = macs / MIN_MACS;
+    threads = threads > MAXT ? MAXT : threads;
+    return most < threads ? (most < 1 ? 1 : (int)most) : (threads < 1 ? 1 : threads);
+}
+
+/* A matrix by strides: element (i, k) at p[i * rs + k * cs]. */
+typedef struct {
+    const float *p;
+    long rs, cs;
+} mat_t;
+
+/* The register tile: C[r][j] = alpha * sum_k a[r sa + k sk] b[k sb + j] (+ C[r][j] if add) for
+   r < rn, j < 16 nv. Inlined with constant rn and nv (mm_tile's switch), so the accumulators are
+   registers. With few rows (batch 1, a small batch) the tile alone has too few accumulators to
+   hide the FMA latency; then ks interleaved chains over k share the register budget. */
+static inline __attribute__((always_inline)) void micro(const int rn, const int nv, int kn, const float *restrict a,
+                                                        long sa, long sk, const float *restrict b, long sb,
+                                                        float *restrict c, long sc, float alpha, int add) {
+    const int fit = MLP_MR * MLP_NV / (rn * nv), ks = fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
+    v16 acc[4][8][2];
+    for (int s = 0; s < ks; s++)
+        for (int r = 0; r < rn; r++)
+            for (int v = 0; v < nv; v++) acc[s][r][v] = (v16){0};
+    int k = 0;
+    for (; k + ks <= kn; k += ks)
+        for (int s = 0; s < ks; s++) {
+            v16 bv[2];
+            for (int v = 0; v < nv; v++) bv[v] = *(const v16 *)(b + (long)(k + s) * sb + 16 * v);
+            for (int r = 0; r < rn; r++) {
+                float ar = a[r * sa + (long)(k + s) * sk];
+                for (int v = 0; v < nv; v++) acc[s][r][v] += ar * bv[v];
+            }
+        }
+    for (; k < kn; k++)
+        for (int r = 0; r < rn; r++) {
+            float ar = a[r * sa + (long)k * sk];
+            for (int v = 0; v < nv; v++) acc[0][r][v] += ar * *(const v16 *)(b + (long)k * sb + 16 * v);
+        }
+    for (int r = 0; r < rn; r++)
+        for (int v = 0; v < nv; v++) {
+            v16 sum = acc[0][r][v];
+            for (int s = 1; s < ks; s++) sum += acc[s][r][v];
+            v16 *cp = (v16 *)(c + r * sc + 16 * v);
+            *cp = add ? *cp + alpha * sum : alpha * sum;
+        }
+}
+
+/* micro for rn rows (1..MLP_MR) and nv vectors (1..MLP_NV), each pair compiled on its own. */
+#define MICRO_CASE(R, V)                                                                                   \
+    case R:                                                                                                \
+        if (R <= MLP_MR) micro(R <= MLP_MR ? R : 1, V, kn, a, sa, sk, b, sb, c, sc, alpha, add);           \
+        break;
+#define MICRO_SWITCH(V)                                                                                    \
+    switch (rn) {                                                                                          \
+        MICRO_CASE(1, V) MICRO_CASE(2, V) MICRO_CASE(3, V) MICRO_CASE(4, V) MICRO_CASE(5, V) MICRO_CASE(6, V) \
+        MICRO_CASE(7, V) MICRO_CASE(8, V)                                                                  \
+    }
+static void mm_tile(int rn, int nv, int kn, const float *a, long sa, long sk, const float *b, long sb, float *c, long sc,
+                    float alpha, int add) {
+    if (nv == MLP_NV) {
+        MICRO_SWITCH(MLP_NV)
+    } else {
+        MICRO_SWITCH(1)
+    }
+}
+
+/* Copies B's block of rows k0..k0+kn, columns j0..j0+w (w <= 16 NV) into dst [kn][w]. */
+static void pack_panel(float *restrict dst, mat_t b, int k0, int kn, int j0, int w) {
+    if (b.cs == 1) {
+        for (int k = 0; k < kn; k++) memcpy(dst + (long)k * w, b.p + (k0 + k) * b.rs + j0, w * sizeof(float));
+    } else { /* B given transposed: read along its (contiguous) k */
+        for (int j = 0; j < w; j++) {
+            const float *src = b.p + (k0)*b.rs + (j0 + j) * b.cs;
+            for (int k = 0; k < kn; k++) dst[(long)k * w + j] = src[k * b.rs];
+        }
+    }
+}
+
+/* The loops of mm below, run by each thread of a team (or by the caller alone): the worksharing
+   loops split a block's packing and its tiles among whichever threads run this. */
+static void mm_body(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float alpha, int add, int packed,
+                    float *pack) {
+    enum { PW = 16 * MLP_NV };
+    for (int jc = 0; jc < nn; jc += NC) {
+        int nw = imin(NC, nn - jc), np = (nw + PW - 1) / PW;
+        for (int pc = 0; pc < kn; pc += KC) {
+            int kc = imin(KC, kn - pc);
+            if (packed) {
+#pragma omp for schedule(static)
+                for (int jp = 0; jp < np; jp++)
+                    pack_panel(pack + (long)jp * KC * PW, b, pc, kc, jc + jp * PW, imin(PW, nw - jp * PW));
+            }
+            int mb = (m + MC - 1) / MC;
+#pragma omp for collapse(2) schedule(static)
+            for (int ib = 0; ib < mb; ib++)
+                for (int jp = 0; jp < np; jp++) {
+                    int j0 = jc + jp * PW, w = imin(PW, nw - jp * PW);
+                    const float *bp = packed ? pack + (long)jp * KC * PW : b.p + pc * b.rs + j0;
+                    long sb = packed ? w : b.rs;
+                    for (int i = ib * MC; i < imin(m, (ib + 1) * MC); i += MLP_MR)
+                        mm_tile(imin(MLP_MR, m - i), w / 16, kc, a.p + i * a.rs + pc * a.cs, a.rs, a.cs, bp, sb,
+                                c + i * sc + j0, sc, alpha, add || pc > 0);
+                }
+        }
+    }
+}
+
+/* C [m][nn] (row stride sc) = alpha * A [m][kn] B [kn][nn] (+ C if add); nn a multiple of 16.
+   B is packed (see KC, NC) unless it is read only once or twice anyway (few rows of A) or a
+   panel's width is all of it; it must be packed when given transposed (b.cs != 1). The tiles of a
+   block (MC rows x one panel) are shared among the threads; `pack` holds KC * NC floats. */
+static void mm(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float alpha, int add, int threads,
+               float *pack) {
+    if (m < 1 || nn < 1) return;
+    if (kn < 1) { /* an empty sum */
+        if (!add)
+            for (int i = 0; i < m; i++) memset(c + i * sc, 0, nn * sizeof(float));
+        return;
+    }
+    int packed = b.cs != 1 || (m > 2 * MLP_MR && nn > 16 * MLP_NV);
+    int nt = threads_for((double)m * nn * kn, threads);
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        mm_body(m, nn, kn, a, b, c, sc, alpha, add, packed, pack);
+    } else { /* no team at all: a team of one still costs its start, per layer and step at batch 1 */
+        mm_body(m, nn, kn, a, b, c, sc, alpha, add, packed, pack);
+    }
+}
+
+/* The lanes below `real` of v, zeros above: a pad lane must stay exactly 0. */
+static inline v16 first_lanes(v16 v, int real) {
+    const v16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    return vsel(iota < (float)real, v, (v16){0});
+}
+
+/* Hidden activations in place: z [n][p] becomes sigmoid(z + b) on the first `real` lanes, 0 in
+   the pads. */
+static void sigmoid_rows(float *z, int n, int p, int real, const float *b, int threads) {
+    int nt = threads_for((double)n * p * 16, threads); /* an exp and a division: ~16 FMAs */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int r = 0; r < n; r++)
+        for (int o = 0; o < p; o += 16) {
+            v16 *zr = (v16 *)(z + (long)r * p + o);
+            *zr = first_lanes(vsig(*zr + *(const v16 *)(b + o)), real - o);
+        }
+}
+
+/* The output layer's dL/dz of one row from its logits z (10 used lanes, zeros above) and one-hot
+   target t: softmax over the 10 classes, then cross-entropy's or the squared error's derivative
+   (the full Jacobian, as model.grads), scaled by 1 / batch for the mean. Pad lanes come out 0. */
+static inline v16 out_delta(v16 z, const float *t, float scale, int mse) {
+    const v16 mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+    const v16 pad = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1e30f, -1e30f, -1e30f, -1e30f, -1e30f, -1e30f};
+    v16 e = vexp(z - hmax(z + pad)) * mask, tv = {0};
+    v16 s = e / hsum(e);
+    memcpy(&tv, t, D3 * sizeof(float));
+    if (mse) {
+        v16 g = (2.0f * scale) * (s - tv);
+        return s * (g - hsum(g * s));
+    }
+    return (s - tv) * scale;
+}
+
+/* The network as kernel.py hands it over, sizes checked and padded. */
+typedef struct {
+    int nl;                       /* layers with weights, the output layer included */
+    int size[MAXLAYERS + 1];      /* real sizes: size[0] = 784, size[nl] = 10 */
+    int pad[MAXLAYERS + 1];       /* rounded up to multiples of 16 */
+    float *const *wt, *const *b;  /* Wt_l [pad[l-1]][pad[l]], b_l [pad[l]] for l = 1..nl */
+    int maxp;                     /* the widest pad[l], l >= 1 */
+} net_t;
+
+/* 0, or -1 if the sizes are not a network of the family: 784 -> 1..8 hidden layers -> 10. */
+static int net_init(net_t *q, int n_layers, const int *sizes, float *const *wt, float *const *b) {
+    if (n_layers < 2 || n_layers > MAXLAYERS || sizes[0] != D0 || sizes[n_layers] != D3) return -1;
+    q->nl = n_layers, q->wt = wt, q->b = b, q->maxp = 0;
+    for (int l = 0; l <= n_layers; l++) {
+        if (sizes[l] < 1 || sizes[l] > (1 << 20)) return -1;
+        q->size[l] = sizes[l], q->pad[l] = pad16(sizes[l]);
+        if (l > 0 && q->pad[l] > q->maxp) q->maxp = q->pad[l];
+    }
+    return 0;
+}
+
+/* Work memory for n rows: each hidden layer's activations [n][pad], two delta buffers [n][maxp]
+   (the layer's and the one below it), the pack buffer; at batch 1 also the next sample's layer-1
+   pre-activation and -lr d1. */
+static long net_work(const net_t *q, int n) {
+    long f = 0;
+    for (int l = 1; l < q->nl; l++) f += (long)n * q->pad[l];
+    return f + 2L * n * q->maxp + (long)KC * NC + 2L * q->maxp;
+}
+
+/* One SGD step on n rows (see the top of this section). */
+static void net_step(const net_t *q, const float *x, const float *t, int n, float lr, int mse, int threads,
+                     float *work) {
+    const int nl = q->nl, *sz = q->size, *pd = q->pad;
+    const float *act[MAXLAYERS + 1];
+    float *w = work;
+    act[0] = x;
+    for (int l = 1; l < nl; l++) act[l] = w, w += (long)n * pd[l];
+    float *d = w, *dn = w + (long)n * q->maxp, *pack = dn + (long)n * q->maxp;
+
+    for (int l = 1; l <= nl; l++) { /* forward; the output layer's logits go to d */
+        float *z = l < nl ? (float *)act[l] : d;
+        mm(n, pd[l], sz[l - 1], (mat_t){act[l - 1], pd[l - 1], 1}, (mat_t){q->wt[l - 1], pd[l], 1}, z, pd[l], 1.0f, 0,
+           threads, pack);
+        if (l < nl) sigmoid_rows(z, n, pd[l], sz[l], q->b[l - 1], threads);
+    }
+    const v16 bout = *(const v16 *)q->b[nl - 1];
+    for (int r = 0; r < n; r++) {
+        v16 *dr = (v16 *)(d + (long)r * pd[nl]);
+        *dr = out_delta(*dr + bout, t + (long)r * D3, 1.0f / n, mse);
+    }
+
+    for (int l = nl; l >= 1; l--) { /* backward from the top; d holds D_l [n][pd[l]] */
+        if (l > 1) { /* D_{l-1} = (D_l Wt_l^T) a(1 - a), from the weights before this step */
+            mm(n, pd[l - 1], sz[l], (mat_t){d, pd[l], 1}, (mat_t){q->wt[l - 1], 1, pd[l]}, dn, pd[l - 1], 1.0f, 0,
+               threads, pack);
+            long all = (long)n * pd[l - 1];
+            const float *a = act[l - 1];
+            for (long k = 0; k < all; k++) dn[k] *= a[k] * (1.0f - a[k]);
+        }
+        /* Wt_l -= lr A_{l-1}^T D_l over the real input rows (the pad rows' update is 0) */
+        mm(sz[l - 1], pd[l], n, (mat_t){act[l - 1], 1, pd[l - 1]}, (mat_t){d, pd[l], 1}, q->wt[l - 1], pd[l], -lr, 1,
+           threads, pack);
+        for (int o = 0; o < pd[l]; o += 16) {
+            v16 sum = {0};
+            for (int r = 0; r < n; r++) sum += *(const v16 *)(d + (long)r * pd[l] + o);
+            *(v16 *)(q->b[l - 1] + o) -= lr * sum;
+        }
+        float *tmp = d;
+        d = dn, dn = tmp;
+    }
+}
+
+/* ---- Batch 1: many one-sample steps per call ---------------------------------------------------
+
+A step is then a vector-matrix product per layer and its update. Each hidden-to-hidden and output
+layer is passed twice per step: forward, then once more for its backward product and update
+together (bwd_pass). Layer 1 (784 rows, usually the largest) is passed once: its update for
+sample s and sample s+1's forward product share one pass (l1_pass), as in steps_bs1. */
+
+/* One strip of sv vectors (16 sv columns) of Wt1 [kn][.] (row stride sw), down all its rows: if
+   upd, Wt1 += xu (x) nd; if fwd, z = xf Wt1 with the weights as updated in this pass. Inlined with
+   constant sv, upd and fwd; MLP_CH / sv chains over the rows hide the FMA latency. */
+static inline __attribute__((always_inline)) void l1_strip(const int sv, const int upd, const int fwd, float *restrict w,
+                                                           long sw, int kn, const float *restrict xu,
+                                                           const float *restrict nd, const float *restrict xf,
+                                                           float *restrict z) {
+    const int ku = MLP_CH / sv > 1 ? MLP_CH / sv : 1;
+    v16 acc[MLP_CH][4], ndv[4];
+    for (int v = 0; v < sv; v++) {
+        ndv[v] = upd ? *(const v16 *)(nd + 16 * v) : (v16){0};
+        for (int u = 0; u < ku; u++) acc[u][v] = (v16){0};
+    }
+    int k = 0;
+    for (; k + ku <= kn; k += ku)
+        for (int u = 0; u < ku; u++)
+            for (int v = 0; v < sv; v++) {
+                v16 *wp = (v16 *)(w + (long)(k + u) * sw + 16 * v), wk = *wp;
+                if (upd) *wp = wk = wk + xu[k + u] * ndv[v];
+                if (fwd) acc[u][v] += xf[k + u] * wk;
+            }
+    for (; k < kn; k++)
+        for (int v = 0; v < sv; v++) {
+            v16 *wp = (v16 *)(w + (long)k * sw + 16 * v), wk = *wp;
+            if (upd) *wp = wk = wk + xu[k] * ndv[v];
+            if (fwd) acc[0][v] += xf[k] * wk;
+        }
+    if (fwd)
+        for (int v = 0; v < sv; v++) {
+            v16 sum = acc[0][v];
+            for (int u = 1; u < ku; u++) sum += acc[u][v];
+            *(v16 *)(z + 16 * v) = sum;
+        }
+}
+
+/* l1_strip for sv = 1, 2 or 4 vectors and the update and product that xu and xf ask for. */
+static void l1_strip_any(int sv, float *w, long sw, int kn, const float *xu, const float *nd, const float *xf,
+                         float *z) {
+#define L1_STRIPS(SV)                                                                                  \
+    (xu ? (xf ? l1_strip(SV, 1, 1, w, sw, kn, xu, nd, xf, z) : l1_strip(SV, 1, 0, w, sw, kn, xu, nd, xf, z)) \
+        : l1_strip(SV, 0, 1, w, sw, kn, xu, nd, xf, z))
+    if (sv == 4) L1_STRIPS(4);
+    else if (sv == 2) L1_STRIPS(2);
+    else L1_STRIPS(1);
+#undef L1_STRIPS
+}
+
+/* One pass over Wt1 [kn][16 nv] (row stride sw): if xu, Wt1 += xu (x) nd; if xf, z = xf Wt1 with
+   the updated weights. In strips of 4 vectors (the last of 2 and/or 1), shared among threads. */
+static void l1_pass(float *w, long sw, int kn, int nv, const float *xu, const float *nd, const float *xf, float *z,
+                    int threads) {
+    const int strips = (nv + 3) / 4;
+    int nt = threads_for((double)kn * nv * 16 * ((xu != 0) + (xf != 0)), threads);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int s = 0; s < strips; s++)
+        for (int v = 4 * s; v < imin(nv, 4 * s + 4);) {
+            int sv = nv - v >= 4 ? 4 : nv - v >= 2 ? 2 : 1;
+            l1_strip_any(sv, w + 16 * v, sw, kn, xu, nd ? nd + 16 * v : 0, xf, z + 16 * v);
+            v += sv;
+        }
+}
+
+/* Layer l's backward at batch 1, one pass over Wt [in][p] (in real rows): dp[i] = sum_o Wt[i][o]
+   d[o] from row i's old weights, then row i += a[i] nd (nd = -lr d); dp's pad lanes set to 0. */
+static void bwd_pass(float *w, int in, int p, const float *d, const float *nd, const float *a, float *dp,
+                     int threads) {
+    const int nv = p / 16;
+    const v16 *dv = (const v16 *)d, *ndv = (const v16 *)nd;
+    int nt = threads_for((double)in * p * 2, threads);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int i = 0; i < in; i++) {
+        v16 *wi = (v16 *)(w + (long)i * p), acc0 = {0}, acc1 = {0};
+        float ai = a[i];
+        int c = 0;
+        for (; c + 2 <= nv; c += 2) { /* two chains: one would wait on its own FMA latency */
+            v16 w0 = wi[c], w1 = wi[c + 1];
+            acc0 += w0 * dv[c], acc1 += w1 * dv[c + 1];
+            wi[c] = w0 + ai * ndv[c], wi[c + 1] = w1 + ai * ndv[c + 1];
+        }
+        if (c < nv) {
+            v16 w0 = wi[c];
+            acc0 += w0 * dv[c];
+            wi[c] = w0 + ai * ndv[c];
+        }
+        dp[i] = hsum(acc0 + acc1)[0];
+    }
+    for (int i = in; i < pad16(in); i++) dp[i] = 0.0f;
+}
+
+/* n_steps steps of one sample each (see above). */
+static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_steps, float lr, int mse,
+                          int threads, float *work) {
+    const int nl = q->nl, *sz = q->size, *pd = q->pad;
+    float *act[MAXLAYERS + 1], *w = work;
+    for (int l = 1; l < nl; l++) act[l] = w, w += pd[l];
+    float *d = w, *dn = w + q->maxp, *pack = dn + q->maxp, *z1 = pack + (long)KC * NC, *nd = z1 + q->maxp;
+    float *wt1 = q->wt[0];
+
+    l1_pass(wt1, pd[1], D0, pd[1] / 16, 0, 0, x, z1, threads);
+    for (int s = 0; s < n_steps; s++) {
+        const float *xs = x + (long)s * D0;
+        memcpy(act[1], z1, pd[1] * sizeof(float));
+        sigmoid_rows(act[1], 1, pd[1], sz[1], q->b[0], 1);
+        for (int l = 2; l <= nl; l++) {
+            float *z = l < nl ? act[l] : d;
+            mm(1, pd[l], sz[l - 1], (mat_t){act[l - 1], pd[l - 1], 1}, (mat_t){q->wt[l - 1], pd[l], 1}, z, pd[l],
+               1.0f, 0, threads, pack);
+            if (l < nl) sigmoid_rows(z, 1, pd[l], sz[l], q->b[l - 1], 1);
+        }
+        *(v16 *)d = out_delta(*(v16 *)d + *(const v16 *)q->b[nl - 1], t + (long)s * D3, 1.0f, mse);
+
+        for (int l = nl; l >= 2; l--) {
+            for (int o = 0; o < pd[l]; o += 16) *(v16 *)(nd + o) = -lr * *(const v16 *)(d + o);
+            bwd_pass(q->wt[l - 1], sz[l - 1], pd[l], d, nd, act[l - 1], dn, threads);
+            for (int i = 0; i < pd[l - 1]; i += 16) {
+                v16 a = *(const v16 *)(act[l - 1] + i);
+                *(v16 *)(dn + i) *= a * (1.0f - a);
+            }
+            for (int o = 0; o < pd[l]; o += 16) *(v16 *)(q->b[l - 1] + o) += *(const v16 *)(nd + o);
+            float *tmp = d;
+            d = dn, dn = tmp;
+        }
+        for (int o = 0; o < pd[1]; o += 16) {
+            *(v16 *)(nd + o) = -lr * *(const v16 *)(d + o);
+            *(v16 *)(q->b[0] + o) += *(const v16 *)(nd + o);
+        }
+        /* this sample's layer-1 update, and the next sample's layer-1 product in the same pass */
+        l1_pass(wt1, pd[1], D0, pd[1] / 16, xs, nd, s + 1 < n_steps ? xs + D0 : 0, z1, threads);
+    }
+}
+
+/* Floats of work memory mlp_steps needs for `batch` rows per step, or -1 if the sizes are not a
+   network of the family. `threads` is accepted for symmetry with work_floats: the threads share
+   all of it. */
+long mlp_work_floats(int batch, int n_layers, const int *sizes, int threads) {
+    (void)threads;
+    net_t q;
+    if (batch < 1 || net_init(&q, n_layers, sizes, 0, 0)) return -1;
+    return net_work(&q, batch);
+}
+
+/* n_steps consecutive SGD steps of the network 784 -> sizes[1] -> ... -> 10 (n_layers layers with
+   weights, sizes[] their n_layers + 1 real sizes): step s trains on rows [s*batch, (s+1)*batch)
+   of x [.][784] and t [.][10] (one-hot), contiguous. wt[l] and b[l] are layer l+1's weights in
+   the layout at the top of this section (Wt [pad in][pad out], b [pad out], zeros in every pad),
+   updated in place; loss: mse (squared error of softmax) or cross-entropy. Threads: up to
+   `threads` of OpenMP's pool (torch's, as for sgd_step), fewer where a product is small. work:
+   mlp_work_floats(batch, ...) floats. Returns 0, or -1 (nothing done) if the sizes are not a
+   network of the family. */
+int mlp_steps(const float *x, const float *t, int n_steps, int batch, int n_layers, const int *sizes,
+              float *const *wt, float *const *b, float lr, int mse, int threads, float *work) {
+    net_t q;
+    if (net_init(&q, n_layers, sizes, wt, b)) return -1;
+    if (n_steps < 1 || batch < 1) return 0;
+    threads = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
+    if (batch == 1) {
+        net_steps_bs1(&q, x, t, n_steps, lr, mse, threads, work);
+        return 0;
+    }
+    for (int s = 0; s < n_steps; s++)
+        net_step(&q, x + (long)s * batch * D0, t + (long)s * batch * D3, batch, lr, mse, threads, work);
+    return 0;
+}
