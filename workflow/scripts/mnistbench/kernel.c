@@ -398,10 +398,56 @@ sums:
 At batch 1 (many steps per call) a step is a few vector-matrix products, too small to pay for
 packing; that path (mlp_bs1) passes each weight matrix once or twice per step instead. */
 
-/* Register tile of the product: MR rows x NV vectors of 16 accumulators, sized to the register
-   file (with room for the B vectors and a broadcast): 32 x 512-bit registers with AVX-512, 16 x
-   256-bit with AVX (a v16 is two of them), 32 x 128-bit on arm64, 16 x 128-bit otherwise.
-   CH: independent accumulators that hide the FMA latency in a vector-matrix product. */
+/* The native vector: a 16-float row of the layout is VPR of them. The code above computes on
+   16-lane v16 throughout, which is one register with AVX-512; with narrower registers GCC keeps
+   arrays of v16 accumulators on the stack (the fast path's loops at batch 1 spend most of their
+   time moving them through memory on an AVX2 cpu), so the general path computes on this one. */
+#if defined(__AVX512F__)
+#define VN_BYTES 64
+#elif defined(__AVX__)
+#define VN_BYTES 32
+#else
+#define VN_BYTES 16
+#endif
+typedef float vn __attribute__((vector_size(VN_BYTES), aligned(4)));
+typedef int vni __attribute__((vector_size(VN_BYTES), aligned(4)));
+enum { VL = VN_BYTES / 4, VPR = 16 / VL };
+
+static inline vn vnsel(vni c, vn a, vn b) { return (vn)((c & (vni)a) | (~c & (vni)b)); }
+
+/* vexp on the native vector: the same polynomial, within ~1 ulp. */
+static inline vn vnexp(vn x) {
+    const vn lo = (vn){0} - 87.0f, hi = (vn){0} + 88.0f;
+    x = vnsel(x < lo, lo, x);
+    x = vnsel(x > hi, hi, x);
+    vn big = x * 1.44269504088896341f + 12582912.0f;
+    vn n = big - 12582912.0f;
+    vni e = ((vni)big - 0x4B400000 + 127) << 23;
+    vn r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
+    vn p = r * (1.0f / 5040) + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    return p * (vn)e;
+}
+
+static inline float vnsum(vn v) {
+    float s = 0.0f;
+    for (int i = 0; i < VL; i++) s += v[i];
+    return s;
+}
+
+static inline vn vnload(const float *p) { return *(const vn *)p; }
+static inline void vnstore(float *p, vn v) { *(vn *)p = v; }
+
+/* Register tile of the product: MR rows x NV groups of 16 columns (NV * VPR native vectors) of
+   accumulators, sized to the register file with room for the B vectors and a broadcast: 32 x
+   512-bit registers with AVX-512, 16 x 256-bit with AVX, 32 x 128-bit on arm64, 16 x 128-bit
+   otherwise. CH: groups of 16 independent accumulators that hide the FMA latency in a
+   vector-matrix product. */
 #ifndef MLP_MR
 #if defined(__AVX512F__)
 #define MLP_MR 8
@@ -414,7 +460,7 @@ packing; that path (mlp_bs1) passes each weight matrix once or twice per step in
 #elif defined(__aarch64__)
 #define MLP_MR 4
 #define MLP_NV 1
-#define MLP_CH 4
+#define MLP_CH 2
 #else
 #define MLP_MR 2
 #define MLP_NV 1
@@ -456,32 +502,32 @@ typedef struct {
 static inline __attribute__((always_inline)) void micro(const int rn, const int nv, int kn, const float *restrict a,
                                                         long sa, long sk, const float *restrict b, long sb,
                                                         float *restrict c, long sc, float alpha, int add) {
-    const int fit = MLP_MR * MLP_NV / (rn * nv), ks = fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
-    v16 acc[4][8][2];
+    const int fit = MLP_MR * MLP_NV / (rn * nv), ks = fit >= 4 ? 4 : fit >= 2 ? 2 : 1, nw = nv * VPR;
+    vn acc[4][8][8];
     for (int s = 0; s < ks; s++)
         for (int r = 0; r < rn; r++)
-            for (int v = 0; v < nv; v++) acc[s][r][v] = (v16){0};
+            for (int v = 0; v < nw; v++) acc[s][r][v] = (vn){0};
     int k = 0;
     for (; k + ks <= kn; k += ks)
         for (int s = 0; s < ks; s++) {
-            v16 bv[2];
-            for (int v = 0; v < nv; v++) bv[v] = *(const v16 *)(b + (long)(k + s) * sb + 16 * v);
+            vn bv[8];
+            for (int v = 0; v < nw; v++) bv[v] = vnload(b + (long)(k + s) * sb + VL * v);
             for (int r = 0; r < rn; r++) {
                 float ar = a[r * sa + (long)(k + s) * sk];
-                for (int v = 0; v < nv; v++) acc[s][r][v] += ar * bv[v];
+                for (int v = 0; v < nw; v++) acc[s][r][v] += ar * bv[v];
             }
         }
     for (; k < kn; k++)
         for (int r = 0; r < rn; r++) {
             float ar = a[r * sa + (long)k * sk];
-            for (int v = 0; v < nv; v++) acc[0][r][v] += ar * *(const v16 *)(b + (long)k * sb + 16 * v);
+            for (int v = 0; v < nw; v++) acc[0][r][v] += ar * vnload(b + (long)k * sb + VL * v);
         }
     for (int r = 0; r < rn; r++)
-        for (int v = 0; v < nv; v++) {
-            v16 sum = acc[0][r][v];
+        for (int v = 0; v < nw; v++) {
+            vn sum = acc[0][r][v];
             for (int s = 1; s < ks; s++) sum += acc[s][r][v];
-            v16 *cp = (v16 *)(c + r * sc + 16 * v);
-            *cp = add ? *cp + alpha * sum : alpha * sum;
+            float *cp = c + r * sc + VL * v;
+            vnstore(cp, add ? vnload(cp) + alpha * sum : alpha * sum);
         }
 }
 
@@ -567,38 +613,53 @@ static void mm(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float
     }
 }
 
-/* The lanes below `real` of v, zeros above: a pad lane must stay exactly 0. */
-static inline v16 first_lanes(v16 v, int real) {
-    const v16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    return vsel(iota < (float)real, v, (v16){0});
+/* Hidden activations of one row in place: z [p] becomes sigmoid(z + b) on the first `real`
+   lanes, exactly 0 in the pads (a pad's sigmoid would be 0.5). */
+static void sigmoid_row(float *z, int p, int real, const float *b) {
+    static const float iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    for (int o = 0; o < p; o += VL) {
+        vn a = 1.0f / (1.0f + vnexp(-(vnload(z + o) + vnload(b + o))));
+        if (o + VL > real) a = vnsel(vnload(iota) < (float)(real - o), a, (vn){0});
+        vnstore(z + o, a);
+    }
 }
 
-/* Hidden activations in place: z [n][p] becomes sigmoid(z + b) on the first `real` lanes, 0 in
-   the pads. */
+/* Runs `body` for i in [0, n) on nt threads, or in the caller alone when nt is 1: a parallel
+   region costs its start even for a team of one (library calls, at times a system call), and
+   at batch 1 that is per layer and step. */
+#define SPLIT(nt, i, n, ...)                                              \
+    do {                                                                  \
+        if ((nt) > 1) {                                                   \
+            _Pragma("omp parallel for num_threads(nt) schedule(static)") \
+            for (int i = 0; i < (n); i++) __VA_ARGS__;                    \
+        } else {                                                          \
+            for (int i = 0; i < (n); i++) __VA_ARGS__;                    \
+        }                                                                 \
+    } while (0)
+
+/* sigmoid_row over the n rows of z [n][p]. */
 static void sigmoid_rows(float *z, int n, int p, int real, const float *b, int threads) {
     int nt = threads_for((double)n * p * 16, threads); /* an exp and a division: ~16 FMAs */
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int r = 0; r < n; r++)
-        for (int o = 0; o < p; o += 16) {
-            v16 *zr = (v16 *)(z + (long)r * p + o);
-            *zr = first_lanes(vsig(*zr + *(const v16 *)(b + o)), real - o);
-        }
+    SPLIT(nt, r, n, sigmoid_row(z + (long)r * p, p, real, b));
 }
 
-/* The output layer's dL/dz of one row from its logits z (10 used lanes, zeros above) and one-hot
-   target t: softmax over the 10 classes, then cross-entropy's or the squared error's derivative
-   (the full Jacobian, as model.grads), scaled by 1 / batch for the mean. Pad lanes come out 0. */
-static inline v16 out_delta(v16 z, const float *t, float scale, int mse) {
-    const v16 mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-    const v16 pad = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1e30f, -1e30f, -1e30f, -1e30f, -1e30f, -1e30f};
-    v16 e = vexp(z - hmax(z + pad)) * mask, tv = {0};
-    v16 s = e / hsum(e);
-    memcpy(&tv, t, D3 * sizeof(float));
+/* The output layer's dL/dz of one row in place, from its logits z [16] (10 used, zeros above)
+   plus the bias b and the one-hot target t: softmax over the 10 classes, then cross-entropy's or
+   the squared error's derivative (the full Jacobian, as model.grads), scaled by 1 / batch for
+   the mean. Pad lanes come out 0. */
+static inline void out_delta(float *z, const float *b, const float *t, float scale, int mse) {
+    float m = z[0] + b[0], e[16], sum = 0.0f, gs = 0.0f;
+    for (int i = 1; i < D3; i++) m = z[i] + b[i] > m ? z[i] + b[i] : m;
+    for (int c = 0; c < 16; c += VL) vnstore(e + c, vnexp(vnload(z + c) + vnload(b + c) - m));
+    for (int i = 0; i < D3; i++) sum += e[i];
+    for (int i = 0; i < D3; i++) e[i] /= sum; /* e: softmax */
     if (mse) {
-        v16 g = (2.0f * scale) * (s - tv);
-        return s * (g - hsum(g * s));
+        for (int i = 0; i < D3; i++) z[i] = (2.0f * scale) * (e[i] - t[i]), gs += z[i] * e[i];
+        for (int i = 0; i < D3; i++) z[i] = e[i] * (z[i] - gs);
+    } else {
+        for (int i = 0; i < D3; i++) z[i] = (e[i] - t[i]) * scale;
     }
-    return (s - tv) * scale;
+    for (int i = D3; i < 16; i++) z[i] = 0.0f;
 }
 
 /* The network as kernel.py hands it over, sizes checked and padded. */
@@ -647,11 +708,7 @@ static void net_step(const net_t *q, const float *x, const float *t, int n, floa
            threads, pack);
         if (l < nl) sigmoid_rows(z, n, pd[l], sz[l], q->b[l - 1], threads);
     }
-    const v16 bout = *(const v16 *)q->b[nl - 1];
-    for (int r = 0; r < n; r++) {
-        v16 *dr = (v16 *)(d + (long)r * pd[nl]);
-        *dr = out_delta(*dr + bout, t + (long)r * D3, 1.0f / n, mse);
-    }
+    for (int r = 0; r < n; r++) out_delta(d + (long)r * pd[nl], q->b[nl - 1], t + (long)r * D3, 1.0f / n, mse);
 
     for (int l = nl; l >= 1; l--) { /* backward from the top; d holds D_l [n][pd[l]] */
         if (l > 1) { /* D_{l-1} = (D_l Wt_l^T) a(1 - a), from the weights before this step */
@@ -664,10 +721,10 @@ static void net_step(const net_t *q, const float *x, const float *t, int n, floa
         /* Wt_l -= lr A_{l-1}^T D_l over the real input rows (the pad rows' update is 0) */
         mm(sz[l - 1], pd[l], n, (mat_t){act[l - 1], 1, pd[l - 1]}, (mat_t){d, pd[l], 1}, q->wt[l - 1], pd[l], -lr, 1,
            threads, pack);
-        for (int o = 0; o < pd[l]; o += 16) {
-            v16 sum = {0};
-            for (int r = 0; r < n; r++) sum += *(const v16 *)(d + (long)r * pd[l] + o);
-            *(v16 *)(q->b[l - 1] + o) -= lr * sum;
+        for (int o = 0; o < pd[l]; o += VL) {
+            vn sum = {0};
+            for (int r = 0; r < n; r++) sum += vnload(d + (long)r * pd[l] + o);
+            vnstore(q->b[l - 1] + o, vnload(q->b[l - 1] + o) - lr * sum);
         }
         float *tmp = d;
         d = dn, dn = tmp;
@@ -681,92 +738,100 @@ layer is passed twice per step: forward, then once more for its backward product
 together (bwd_pass). Layer 1 (784 rows, usually the largest) is passed once: its update for
 sample s and sample s+1's forward product share one pass (l1_pass), as in steps_bs1. */
 
-/* One strip of sv vectors (16 sv columns) of Wt1 [kn][.] (row stride sw), down all its rows: if
-   upd, Wt1 += xu (x) nd; if fwd, z = xf Wt1 with the weights as updated in this pass. Inlined with
+/* One strip of sv groups of 16 columns of Wt1 [kn][.] (row stride sw), down all its rows: if upd,
+   Wt1 += xu (x) nd; if fwd, z = xf Wt1 with the weights as updated in this same pass. Inlined with
    constant sv, upd and fwd; MLP_CH / sv chains over the rows hide the FMA latency. */
 static inline __attribute__((always_inline)) void l1_strip(const int sv, const int upd, const int fwd, float *restrict w,
                                                            long sw, int kn, const float *restrict xu,
                                                            const float *restrict nd, const float *restrict xf,
                                                            float *restrict z) {
-    const int ku = MLP_CH / sv > 1 ? MLP_CH / sv : 1;
-    v16 acc[MLP_CH][4], ndv[4];
-    for (int v = 0; v < sv; v++) {
-        ndv[v] = upd ? *(const v16 *)(nd + 16 * v) : (v16){0};
-        for (int u = 0; u < ku; u++) acc[u][v] = (v16){0};
+    const int ku = MLP_CH / sv > 1 ? MLP_CH / sv : 1, nw = sv * VPR;
+    vn acc[MLP_CH][8], ndv[8];
+    for (int v = 0; v < nw; v++) {
+        ndv[v] = upd ? vnload(nd + VL * v) : (vn){0};
+        for (int u = 0; u < ku; u++) acc[u][v] = (vn){0};
     }
     int k = 0;
     for (; k + ku <= kn; k += ku)
         for (int u = 0; u < ku; u++)
-            for (int v = 0; v < sv; v++) {
-                v16 *wp = (v16 *)(w + (long)(k + u) * sw + 16 * v), wk = *wp;
-                if (upd) *wp = wk = wk + xu[k + u] * ndv[v];
+            for (int v = 0; v < nw; v++) {
+                float *wp = w + (long)(k + u) * sw + VL * v;
+                vn wk = vnload(wp);
+                if (upd) vnstore(wp, wk = wk + xu[k + u] * ndv[v]);
                 if (fwd) acc[u][v] += xf[k + u] * wk;
             }
     for (; k < kn; k++)
-        for (int v = 0; v < sv; v++) {
-            v16 *wp = (v16 *)(w + (long)k * sw + 16 * v), wk = *wp;
-            if (upd) *wp = wk = wk + xu[k] * ndv[v];
+        for (int v = 0; v < nw; v++) {
+            float *wp = w + (long)k * sw + VL * v;
+            vn wk = vnload(wp);
+            if (upd) vnstore(wp, wk = wk + xu[k] * ndv[v]);
             if (fwd) acc[0][v] += xf[k] * wk;
         }
     if (fwd)
-        for (int v = 0; v < sv; v++) {
-            v16 sum = acc[0][v];
+        for (int v = 0; v < nw; v++) {
+            vn sum = acc[0][v];
             for (int u = 1; u < ku; u++) sum += acc[u][v];
-            *(v16 *)(z + 16 * v) = sum;
+            vnstore(z + VL * v, sum);
         }
 }
 
-/* l1_strip for sv = 1, 2 or 4 vectors and the update and product that xu and xf ask for. */
+/* Groups of 16 columns per strip: as many accumulators as MLP_CH at two chains per group, and
+   as many registers again for nd. */
+enum { STRIP = MLP_CH / 2 > 1 ? MLP_CH / 2 : 1 };
+
+/* l1_strip for the sv the pass asks for (STRIP, or one of the last strip's 1..STRIP-1 groups) and
+   the update and product that xu and xf ask for. */
 static void l1_strip_any(int sv, float *w, long sw, int kn, const float *xu, const float *nd, const float *xf,
                          float *z) {
 #define L1_STRIPS(SV)                                                                                  \
     (xu ? (xf ? l1_strip(SV, 1, 1, w, sw, kn, xu, nd, xf, z) : l1_strip(SV, 1, 0, w, sw, kn, xu, nd, xf, z)) \
         : l1_strip(SV, 0, 1, w, sw, kn, xu, nd, xf, z))
-    if (sv == 4) L1_STRIPS(4);
-    else if (sv == 2) L1_STRIPS(2);
+    if (sv >= 4 && STRIP >= 4) L1_STRIPS(4 <= STRIP ? 4 : 1);
+    else if (sv >= 2 && STRIP >= 2) L1_STRIPS(2 <= STRIP ? 2 : 1);
     else L1_STRIPS(1);
 #undef L1_STRIPS
 }
 
-/* One pass over Wt1 [kn][16 nv] (row stride sw): if xu, Wt1 += xu (x) nd; if xf, z = xf Wt1 with
-   the updated weights. In strips of 4 vectors (the last of 2 and/or 1), shared among threads. */
-static void l1_pass(float *w, long sw, int kn, int nv, const float *xu, const float *nd, const float *xf, float *z,
+/* One pass over Wt1 [kn][16 ng] (row stride sw): if xu, Wt1 += xu (x) nd; if xf, z = xf Wt1 with
+   the updated weights. In strips of STRIP groups (the last one split into 2s and 1s), shared
+   among threads. */
+static void l1_pass(float *w, long sw, int kn, int ng, const float *xu, const float *nd, const float *xf, float *z,
                     int threads) {
-    const int strips = (nv + 3) / 4;
-    int nt = threads_for((double)kn * nv * 16 * ((xu != 0) + (xf != 0)), threads);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int s = 0; s < strips; s++)
-        for (int v = 4 * s; v < imin(nv, 4 * s + 4);) {
-            int sv = nv - v >= 4 ? 4 : nv - v >= 2 ? 2 : 1;
-            l1_strip_any(sv, w + 16 * v, sw, kn, xu, nd ? nd + 16 * v : 0, xf, z + 16 * v);
-            v += sv;
+    const int strips = (ng + STRIP - 1) / STRIP;
+    int nt = threads_for((double)kn * ng * 16 * ((xu != 0) + (xf != 0)), threads);
+    SPLIT(nt, s, strips, {
+        for (int g = STRIP * s; g < imin(ng, STRIP * s + STRIP);) {
+            int left = ng - g, sv = left >= STRIP ? STRIP : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            l1_strip_any(sv, w + 16 * g, sw, kn, xu, nd ? nd + 16 * g : 0, xf, z + 16 * g);
+            g += sv;
         }
+    });
 }
 
-/* Layer l's backward at batch 1, one pass over Wt [in][p] (in real rows): dp[i] = sum_o Wt[i][o]
-   d[o] from row i's old weights, then row i += a[i] nd (nd = -lr d); dp's pad lanes set to 0. */
+/* One row of layer l's backward at batch 1: returns sum_o w[o] d[o] from the row's old weights,
+   then w += a nd (nd = -lr d). */
+static inline float bwd_row(float *w, int p, const float *d, const float *nd, float a) {
+    vn acc0 = {0}, acc1 = {0};
+    int c = 0;
+    for (; c + 2 * VL <= p; c += 2 * VL) { /* two chains: one would wait on its own FMA latency */
+        vn w0 = vnload(w + c), w1 = vnload(w + c + VL);
+        acc0 += w0 * vnload(d + c), acc1 += w1 * vnload(d + c + VL);
+        vnstore(w + c, w0 + a * vnload(nd + c)), vnstore(w + c + VL, w1 + a * vnload(nd + c + VL));
+    }
+    if (c < p) {
+        vn w0 = vnload(w + c);
+        acc0 += w0 * vnload(d + c);
+        vnstore(w + c, w0 + a * vnload(nd + c));
+    }
+    return vnsum(acc0 + acc1);
+}
+
+/* Layer l's backward at batch 1, one pass over Wt [in][p] (in real rows): dp[i] = row i . d,
+   then row i += a[i] nd; dp's pad lanes set to 0. */
 static void bwd_pass(float *w, int in, int p, const float *d, const float *nd, const float *a, float *dp,
                      int threads) {
-    const int nv = p / 16;
-    const v16 *dv = (const v16 *)d, *ndv = (const v16 *)nd;
     int nt = threads_for((double)in * p * 2, threads);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int i = 0; i < in; i++) {
-        v16 *wi = (v16 *)(w + (long)i * p), acc0 = {0}, acc1 = {0};
-        float ai = a[i];
-        int c = 0;
-        for (; c + 2 <= nv; c += 2) { /* two chains: one would wait on its own FMA latency */
-            v16 w0 = wi[c], w1 = wi[c + 1];
-            acc0 += w0 * dv[c], acc1 += w1 * dv[c + 1];
-            wi[c] = w0 + ai * ndv[c], wi[c + 1] = w1 + ai * ndv[c + 1];
-        }
-        if (c < nv) {
-            v16 w0 = wi[c];
-            acc0 += w0 * dv[c];
-            wi[c] = w0 + ai * ndv[c];
-        }
-        dp[i] = hsum(acc0 + acc1)[0];
-    }
+    SPLIT(nt, i, in, dp[i] = bwd_row(w + (long)i * p, p, d, nd, a[i]));
     for (int i = in; i < pad16(in); i++) dp[i] = 0.0f;
 }
 
@@ -790,23 +855,17 @@ static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_
                1.0f, 0, threads, pack);
             if (l < nl) sigmoid_rows(z, 1, pd[l], sz[l], q->b[l - 1], 1);
         }
-        *(v16 *)d = out_delta(*(v16 *)d + *(const v16 *)q->b[nl - 1], t + (long)s * D3, 1.0f, mse);
+        out_delta(d, q->b[nl - 1], t + (long)s * D3, 1.0f, mse);
 
         for (int l = nl; l >= 2; l--) {
-            for (int o = 0; o < pd[l]; o += 16) *(v16 *)(nd + o) = -lr * *(const v16 *)(d + o);
+            for (int o = 0; o < pd[l]; o++) nd[o] = -lr * d[o];
             bwd_pass(q->wt[l - 1], sz[l - 1], pd[l], d, nd, act[l - 1], dn, threads);
-            for (int i = 0; i < pd[l - 1]; i += 16) {
-                v16 a = *(const v16 *)(act[l - 1] + i);
-                *(v16 *)(dn + i) *= a * (1.0f - a);
-            }
-            for (int o = 0; o < pd[l]; o += 16) *(v16 *)(q->b[l - 1] + o) += *(const v16 *)(nd + o);
+            for (int i = 0; i < pd[l - 1]; i++) dn[i] *= act[l - 1][i] * (1.0f - act[l - 1][i]);
+            for (int o = 0; o < pd[l]; o++) q->b[l - 1][o] += nd[o];
             float *tmp = d;
             d = dn, dn = tmp;
         }
-        for (int o = 0; o < pd[1]; o += 16) {
-            *(v16 *)(nd + o) = -lr * *(const v16 *)(d + o);
-            *(v16 *)(q->b[0] + o) += *(const v16 *)(nd + o);
-        }
+        for (int o = 0; o < pd[1]; o++) nd[o] = -lr * d[o], q->b[0][o] += nd[o];
         /* this sample's layer-1 update, and the next sample's layer-1 product in the same pass */
         l1_pass(wt1, pd[1], D0, pd[1] / 16, xs, nd, s + 1 < n_steps ? xs + D0 : 0, z1, threads);
     }
