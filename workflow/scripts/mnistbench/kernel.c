@@ -552,64 +552,14 @@ static void mm_tile(int rn, int nv, int kn, const float *a, long sa, long sk, co
 
 /* Copies B's block of rows k0..k0+kn, columns j0..j0+w (w <= 16 NV) into dst [kn][w]. */
 static void pack_panel(float *restrict dst, mat_t b, int k0, int kn, int j0, int w) {
-    if (b.cs == 1) {
-        for (int k = 0; k < kn; k++) memcpy(dst + (long)k * w, b.p + (k0 + k) * b.rs + j0, w * sizeof(float));
+    if (b.cs == 1) { /* rows of 16 or 32 floats: vector copies (a memcpy call per row costs more) */
+        for (int k = 0; k < kn; k++)
+            for (int j = 0; j < w; j += VL) vnstore(dst + (long)k * w + j, vnload(b.p + (k0 + k) * b.rs + j0 + j));
     } else { /* B given transposed: read along its (contiguous) k */
         for (int j = 0; j < w; j++) {
             const float *src = b.p + (k0)*b.rs + (j0 + j) * b.cs;
             for (int k = 0; k < kn; k++) dst[(long)k * w + j] = src[k * b.rs];
         }
-    }
-}
-
-/* The loops of mm below, run by each thread of a team (or by the caller alone): the worksharing
-   loops split a block's packing and its tiles among whichever threads run this. */
-static void mm_body(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float alpha, int add, int packed,
-                    float *pack) {
-    enum { PW = 16 * MLP_NV };
-    for (int jc = 0; jc < nn; jc += NC) {
-        int nw = imin(NC, nn - jc), np = (nw + PW - 1) / PW;
-        for (int pc = 0; pc < kn; pc += KC) {
-            int kc = imin(KC, kn - pc);
-            if (packed) {
-#pragma omp for schedule(static)
-                for (int jp = 0; jp < np; jp++)
-                    pack_panel(pack + (long)jp * KC * PW, b, pc, kc, jc + jp * PW, imin(PW, nw - jp * PW));
-            }
-            int mb = (m + MC - 1) / MC;
-#pragma omp for collapse(2) schedule(static)
-            for (int ib = 0; ib < mb; ib++)
-                for (int jp = 0; jp < np; jp++) {
-                    int j0 = jc + jp * PW, w = imin(PW, nw - jp * PW);
-                    const float *bp = packed ? pack + (long)jp * KC * PW : b.p + pc * b.rs + j0;
-                    long sb = packed ? w : b.rs;
-                    for (int i = ib * MC; i < imin(m, (ib + 1) * MC); i += MLP_MR)
-                        mm_tile(imin(MLP_MR, m - i), w / 16, kc, a.p + i * a.rs + pc * a.cs, a.rs, a.cs, bp, sb,
-                                c + i * sc + j0, sc, alpha, add || pc > 0);
-                }
-        }
-    }
-}
-
-/* C [m][nn] (row stride sc) = alpha * A [m][kn] B [kn][nn] (+ C if add); nn a multiple of 16.
-   B is packed (see KC, NC) unless it is read only once or twice anyway (few rows of A) or a
-   panel's width is all of it; it must be packed when given transposed (b.cs != 1). The tiles of a
-   block (MC rows x one panel) are shared among the threads; `pack` holds KC * NC floats. */
-static void mm(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float alpha, int add, int threads,
-               float *pack) {
-    if (m < 1 || nn < 1) return;
-    if (kn < 1) { /* an empty sum */
-        if (!add)
-            for (int i = 0; i < m; i++) memset(c + i * sc, 0, nn * sizeof(float));
-        return;
-    }
-    int packed = b.cs != 1 || (m > 2 * MLP_MR && nn > 16 * MLP_NV);
-    int nt = threads_for((double)m * nn * kn, threads);
-    if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-        mm_body(m, nn, kn, a, b, c, sc, alpha, add, packed, pack);
-    } else { /* no team at all: a team of one still costs its start, per layer and step at batch 1 */
-        mm_body(m, nn, kn, a, b, c, sc, alpha, add, packed, pack);
     }
 }
 
@@ -621,6 +571,105 @@ static void sigmoid_row(float *z, int p, int real, const float *b) {
         vn a = 1.0f / (1.0f + vnexp(-(vnload(z + o) + vnload(b + o))));
         if (o + VL > real) a = vnsel(vnload(iota) < (float)(real - o), a, (vn){0});
         vnstore(z + o, a);
+    }
+}
+
+/* What a product does to each finished tile of C while it is in cache: nothing; the forward
+   pass's sigmoid(C + v[j]) on the columns j < real, 0 above; or the backward pass's factor
+   C *= v (1 - v), v the activations laid out as C. */
+enum { EPI_NONE, EPI_SIGMOID, EPI_DSIG };
+typedef struct {
+    int kind;
+    const float *v;
+    int real;
+} epi_t;
+
+static void epilogue(epi_t e, float *c, long sc, int i, int rn, int j0, int w) {
+    for (int r = i; r < i + rn; r++) {
+        float *cr = c + r * sc + j0;
+        if (e.kind == EPI_SIGMOID) {
+            sigmoid_row(cr, w, e.real - j0, e.v + j0);
+        } else if (e.kind == EPI_DSIG) {
+            const float *a = e.v + r * sc + j0;
+            for (int j = 0; j < w; j++) cr[j] *= a[j] * (1.0f - a[j]);
+        }
+    }
+}
+
+/* Panels of the product: 16 NV columns each. */
+enum { PW = 16 * MLP_NV };
+
+/* Floats of one thread's pack buffer for products at most `widest` columns wide. */
+static long pack_floats(int widest) { return (long)KC * imin(NC, (widest + PW - 1) / PW * PW); }
+
+/* C [m][nn] (row stride sc) = alpha * A [m][kn] B [kn][nn] (+ C if add), then the epilogue; nn a
+   multiple of 16; by the calling thread alone. Cache-blocked as at KC, NC and MC. B is packed
+   unless it is read only once or twice anyway (few rows of A) or one panel is all of it; it must
+   be packed when given transposed (b.cs != 1). */
+static void mm_serial(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float alpha, int add, epi_t epi,
+                      float *pack) {
+    int packed = b.cs != 1 || (m > 2 * MLP_MR && nn > PW);
+    for (int jc = 0; jc < nn; jc += NC) {
+        int nw = imin(NC, nn - jc), np = (nw + PW - 1) / PW;
+        for (int pc = 0; pc < kn; pc += KC) {
+            int kc = imin(KC, kn - pc), last = pc + kc == kn;
+            if (packed)
+                for (int jp = 0; jp < np; jp++)
+                    pack_panel(pack + (long)jp * KC * PW, b, pc, kc, jc + jp * PW, imin(PW, nw - jp * PW));
+            for (int ib = 0; ib < m; ib += MC)
+                for (int jp = 0; jp < np; jp++) {
+                    int j0 = jc + jp * PW, w = imin(PW, nw - jp * PW);
+                    const float *bp = packed ? pack + (long)jp * KC * PW : b.p + pc * b.rs + j0;
+                    long sb = packed ? w : b.rs;
+                    for (int i = ib; i < imin(m, ib + MC); i += MLP_MR) {
+                        int rn = imin(MLP_MR, m - i);
+                        mm_tile(rn, w / 16, kc, a.p + i * a.rs + pc * a.cs, a.rs, a.cs, bp, sb, c + i * sc + j0, sc,
+                                alpha, add || pc > 0);
+                        if (last && epi.kind != EPI_NONE) epilogue(epi, c, sc, i, rn, j0, w);
+                    }
+                }
+        }
+    }
+}
+
+/* mm_serial on up to `threads` threads (one below MIN_MACS of work per thread), each on a part
+   of C of its own with its own pack buffer (pack + t pstride), so no thread waits on another
+   before the end: whole panels of columns where there are plenty of them, else rows. */
+static void mm(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float alpha, int add, epi_t epi,
+               int threads, float *pack, long pstride) {
+    if (m < 1 || nn < 1) return;
+    if (kn < 1) { /* an empty sum: only the epilogue's data counts */
+        for (int i = 0; i < m; i++)
+            if (!add) memset(c + i * sc, 0, nn * sizeof(float));
+        if (epi.kind != EPI_NONE) epilogue(epi, c, sc, 0, m, 0, nn);
+        return;
+    }
+    int nt = threads_for((double)m * nn * kn, threads), np = (nn + PW - 1) / PW;
+    if (nt == 1) { /* no team at all: a team of one still costs its start */
+        mm_serial(m, nn, kn, a, b, c, sc, alpha, add, epi, pack);
+    } else if (np >= 4 * nt) {
+        int per = (np + nt - 1) / nt * PW;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+        for (int t = 0; t < nt; t++) {
+            int c0 = imin(nn, t * per), c1 = imin(nn, c0 + per);
+            epi_t e = epi;
+            if (e.kind == EPI_SIGMOID) e.v += c0, e.real -= c0;
+            if (e.kind == EPI_DSIG) e.v += c0;
+            if (c0 < c1)
+                mm_serial(m, c1 - c0, kn, a, (mat_t){b.p + c0 * b.cs, b.rs, b.cs}, c + c0, sc, alpha, add, e,
+                          pack + t * pstride);
+        }
+    } else {
+        int per = ((m + nt - 1) / nt + MLP_MR - 1) / MLP_MR * MLP_MR;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+        for (int t = 0; t < nt; t++) {
+            int r0 = imin(m, t * per), r1 = imin(m, r0 + per);
+            epi_t e = epi;
+            if (e.kind == EPI_DSIG) e.v += r0 * sc;
+            if (r0 < r1)
+                mm_serial(r1 - r0, nn, kn, (mat_t){a.p + r0 * a.rs, a.rs, a.cs}, b, c + r0 * sc, sc, alpha, add, e,
+                          pack + t * pstride);
+        }
     }
 }
 
@@ -636,12 +685,6 @@ static void sigmoid_row(float *z, int p, int real, const float *b) {
             for (int i = 0; i < (n); i++) __VA_ARGS__;                    \
         }                                                                 \
     } while (0)
-
-/* sigmoid_row over the n rows of z [n][p]. */
-static void sigmoid_rows(float *z, int n, int p, int real, const float *b, int threads) {
-    int nt = threads_for((double)n * p * 16, threads); /* an exp and a division: ~16 FMAs */
-    SPLIT(nt, r, n, sigmoid_row(z + (long)r * p, p, real, b));
-}
 
 /* The output layer's dL/dz of one row in place, from its logits z [16] (10 used, zeros above)
    plus the bias b and the one-hot target t: softmax over the 10 classes, then cross-entropy's or
@@ -683,13 +726,13 @@ static int net_init(net_t *q, int n_layers, const int *sizes, float *const *wt, 
     return 0;
 }
 
-/* Work memory for n rows: each hidden layer's activations [n][pad], two delta buffers [n][maxp]
-   (a layer's and the one below it), and at n > 1 the pack buffer; at batch 1 instead the next
-   sample's layer-1 pre-activation and -lr d [maxp]. */
-static long net_work(const net_t *q, int n) {
+/* Work memory for n rows on up to `threads` threads: each hidden layer's activations [n][pad],
+   two delta buffers [n][maxp] (a layer's and the one below it), and at n > 1 a pack buffer per
+   thread; at batch 1 instead the next sample's layer-1 pre-activation and -lr d [maxp]. */
+static long net_work(const net_t *q, int n, int threads) {
     long f = 2L * n * q->maxp;
     for (int l = 1; l < q->nl; l++) f += (long)n * q->pad[l];
-    return f + (n > 1 ? (long)KC * NC : 2L * q->maxp);
+    return f + (n > 1 ? threads * pack_floats(q->maxp) : 2L * q->maxp);
 }
 
 /* One SGD step on n rows (see the top of this section). */
@@ -701,31 +744,34 @@ static void net_step(const net_t *q, const float *x, const float *t, int n, floa
     act[0] = x;
     for (int l = 1; l < nl; l++) act[l] = w, w += (long)n * pd[l];
     float *d = w, *dn = w + (long)n * q->maxp, *pack = dn + (long)n * q->maxp;
+    const long ps = pack_floats(q->maxp);
+    const epi_t none = {EPI_NONE, 0, 0};
 
     for (int l = 1; l <= nl; l++) { /* forward; the output layer's logits go to d */
         float *z = l < nl ? (float *)act[l] : d;
+        epi_t sig = {EPI_SIGMOID, q->b[l - 1], sz[l]};
         mm(n, pd[l], sz[l - 1], (mat_t){act[l - 1], pd[l - 1], 1}, (mat_t){q->wt[l - 1], pd[l], 1}, z, pd[l], 1.0f, 0,
-           threads, pack);
-        if (l < nl) sigmoid_rows(z, n, pd[l], sz[l], q->b[l - 1], threads);
+           l < nl ? sig : none, threads, pack, ps);
     }
-    for (int r = 0; r < n; r++) out_delta(d + (long)r * pd[nl], q->b[nl - 1], t + (long)r * D3, 1.0f / n, mse);
+    int nt = threads_for(128.0 * n, threads); /* a row's softmax: ~128 FMAs' time */
+    SPLIT(nt, r, n, out_delta(d + (long)r * pd[nl], q->b[nl - 1], t + (long)r * D3, 1.0f / n, mse));
 
     for (int l = nl; l >= 1; l--) { /* backward from the top; d holds D_l [n][pd[l]] */
-        if (l > 1) { /* D_{l-1} = (D_l Wt_l^T) a(1 - a), from the weights before this step */
+        if (l > 1) /* D_{l-1} = (D_l Wt_l^T) a(1 - a), from the weights before this step */
             mm(n, pd[l - 1], sz[l], (mat_t){d, pd[l], 1}, (mat_t){q->wt[l - 1], 1, pd[l]}, dn, pd[l - 1], 1.0f, 0,
-               threads, pack);
-            long all = (long)n * pd[l - 1];
-            const float *a = act[l - 1];
-            for (long k = 0; k < all; k++) dn[k] *= a[k] * (1.0f - a[k]);
-        }
+               (epi_t){EPI_DSIG, act[l - 1], 0}, threads, pack, ps);
         /* Wt_l -= lr A_{l-1}^T D_l over the real input rows (the pad rows' update is 0) */
         mm(sz[l - 1], pd[l], n, (mat_t){act[l - 1], 1, pd[l - 1]}, (mat_t){d, pd[l], 1}, q->wt[l - 1], pd[l], -lr, 1,
-           threads, pack);
-        for (int o = 0; o < pd[l]; o += VL) {
-            vn sum = {0};
-            for (int r = 0; r < n; r++) sum += vnload(d + (long)r * pd[l] + o);
-            vnstore(q->b[l - 1] + o, vnload(q->b[l - 1] + o) - lr * sum);
-        }
+           none, threads, pack, ps);
+        float *bl = q->b[l - 1];
+        nt = threads_for((double)n * pd[l], threads);
+        SPLIT(nt, g, pd[l] / 16, {
+            for (int o = 16 * g; o < 16 * g + 16; o += VL) {
+                vn sum = {0};
+                for (int r = 0; r < n; r++) sum += vnload(d + (long)r * pd[l] + o);
+                vnstore(bl + o, vnload(bl + o) - lr * sum);
+            }
+        });
         float *tmp = d;
         d = dn, dn = tmp;
     }
@@ -879,11 +925,11 @@ static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_
     for (int s = 0; s < n_steps; s++) {
         const float *xs = x + (long)s * D0;
         memcpy(act[1], z1, pd[1] * sizeof(float));
-        sigmoid_rows(act[1], 1, pd[1], sz[1], q->b[0], 1);
+        sigmoid_row(act[1], pd[1], sz[1], q->b[0]);
         for (int l = 2; l <= nl; l++) {
             float *z = l < nl ? act[l] : d;
             vm_pass(q->wt[l - 1], pd[l], sz[l - 1], pd[l] / 16, 0, 0, act[l - 1], z, threads);
-            if (l < nl) sigmoid_rows(z, 1, pd[l], sz[l], q->b[l - 1], 1);
+            if (l < nl) sigmoid_row(z, pd[l], sz[l], q->b[l - 1]);
         }
         out_delta(d, q->b[nl - 1], t + (long)s * D3, 1.0f, mse);
 
@@ -901,14 +947,12 @@ static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_
     }
 }
 
-/* Floats of work memory mlp_steps needs for `batch` rows per step, or -1 if the sizes are not a
-   network of the family. `threads` is accepted for symmetry with work_floats: the threads share
-   all of it. */
+/* Floats of work memory mlp_steps needs for `batch` rows per step on up to `threads` threads (a
+   call on fewer threads needs no more), or -1 if the sizes are not a network of the family. */
 long mlp_work_floats(int batch, int n_layers, const int *sizes, int threads) {
-    (void)threads;
     net_t q;
     if (batch < 1 || net_init(&q, n_layers, sizes, 0, 0)) return -1;
-    return net_work(&q, batch);
+    return net_work(&q, batch, threads < 1 ? 1 : threads > MAXT ? MAXT : threads);
 }
 
 /* n_steps consecutive SGD steps of the network 784 -> sizes[1] -> ... -> 10 (n_layers layers with
