@@ -12,6 +12,9 @@ gradient computed before any weight changes. sgd_step takes one step; sgd_steps 
 consecutive ones in one call, with a path of its own at batch 1 (see there). Float32
 throughout; exp is a polynomial within ~1 ulp (tests/test_modes.py and tests/test_kernel.py hold
 the result to float64 autograd).
+
+Those are the seed shape's fast path. mlp_steps, the last section, is the general one: the same
+function for any network of the family 784 -> w1 -> ... -> wL -> 10 (1 <= L <= 8).
 */
 #include <string.h>
 #include <time.h>
@@ -395,8 +398,9 @@ sums:
     forward   Z[r][o]   = sum_i A[r][i] Wt[i][o]     B = Wt
     backward  D'[r][i]  = sum_o D[r][o] Wt[i][o]     B = Wt^T, transposed while it is packed
     update    Wt[i][o] -= lr sum_r A[r][i] D[r][o]   B = D, A read down its columns
-At batch 1 (many steps per call) a step is a few vector-matrix products, too small to pay for
-packing; that path (mlp_bs1) passes each weight matrix once or twice per step instead. */
+Threads split each product over the dimension that needs no reduction (see mm). At batch 1 (many
+steps per call) a step is a few vector-matrix products, too small to pay for packing; that path
+(net_steps_bs1) passes each weight matrix once or twice per step instead. */
 
 /* The native vector: a 16-float row of the layout is VPR of them. The code above computes on
    16-lane v16 throughout, which is one register with AVX-512; with narrower registers GCC keeps
@@ -447,7 +451,8 @@ static inline void vnstore(float *p, vn v) { *(vn *)p = v; }
    accumulators, sized to the register file with room for the B vectors and a broadcast: 32 x
    512-bit registers with AVX-512, 16 x 256-bit with AVX, 32 x 128-bit on arm64, 16 x 128-bit
    otherwise. CH: groups of 16 independent accumulators that hide the FMA latency in a
-   vector-matrix product. */
+   vector-matrix product. -DMLP_MR=.. -DMLP_NV=.. -DMLP_CH=.. in $CC override them (to run the
+   AVX-512 tile on another cpu, say). */
 #ifndef MLP_MR
 #if defined(__AVX512F__)
 #define MLP_MR 8
@@ -719,7 +724,7 @@ static int net_init(net_t *q, int n_layers, const int *sizes, float *const *wt, 
     if (n_layers < 2 || n_layers > MAXLAYERS || sizes[0] != D0 || sizes[n_layers] != D3) return -1;
     q->nl = n_layers, q->wt = wt, q->b = b, q->maxp = 0;
     for (int l = 0; l <= n_layers; l++) {
-        if (sizes[l] < 1 || sizes[l] > (1 << 20)) return -1;
+        if (sizes[l] < 1 || sizes[l] > (1 << 20)) return -1; /* any real width is far below 2^20 */
         q->size[l] = sizes[l], q->pad[l] = pad16(sizes[l]);
         if (l > 0 && q->pad[l] > q->maxp) q->maxp = q->pad[l];
     }
@@ -779,13 +784,13 @@ static void net_step(const net_t *q, const float *x, const float *t, int n, floa
 
 /* ---- Batch 1: many one-sample steps per call ---------------------------------------------------
 
-A step is then a vector-matrix product per layer and its update. Each hidden-to-hidden and output
-layer is passed twice per step: forward, then once more for its backward product and update
+A step is then a vector-matrix product per layer and its update. Each layer above the first is
+passed twice per step: forward (vm_pass), then once more for its backward product and update
 together (bwd_pass). Layer 1 (784 rows, usually the largest) is passed once: its update for
-sample s and sample s+1's forward product share one pass (vm_pass), as in steps_bs1. */
+sample s and sample s+1's forward product share one pass (vm_pass with both), as in steps_bs1. */
 
-/* One strip of sv groups of 16 columns of Wt1 [kn][.] (row stride sw), down all its rows: if upd,
-   Wt1 += xu (x) nd; if fwd, z = xf Wt1 with the weights as updated in this same pass. Inlined with
+/* One strip of sv groups of 16 columns of Wt [kn][.] (row stride sw), down all its rows: if upd,
+   Wt += xu (x) nd; if fwd, z = xf Wt with the weights as updated in this same pass. Inlined with
    constant sv, upd and fwd; MLP_CH / sv chains over the rows hide the FMA latency. */
 static inline __attribute__((always_inline)) void vm_strip(const int sv, const int upd, const int fwd, float *restrict w,
                                                            long sw, int kn, const float *restrict xu,
@@ -961,8 +966,8 @@ long mlp_work_floats(int batch, int n_layers, const int *sizes, int threads) {
    the layout at the top of this section (Wt [pad in][pad out], b [pad out], zeros in every pad),
    updated in place; loss: mse (squared error of softmax) or cross-entropy. Threads: up to
    `threads` of OpenMP's pool (torch's, as for sgd_step), fewer where a product is small. work:
-   mlp_work_floats(batch, ...) floats. Returns 0, or -1 (nothing done) if the sizes are not a
-   network of the family. */
+   mlp_work_floats(batch, n_layers, sizes, t) floats for some t >= threads. Returns 0, or -1
+   (nothing done) if the sizes are not a network of the family. */
 int mlp_steps(const float *x, const float *t, int n_steps, int batch, int n_layers, const int *sizes,
               float *const *wt, float *const *b, float lr, int mse, int threads, float *work) {
     net_t q;
