@@ -150,8 +150,9 @@ def test_fma_rate_is_a_rate_and_the_limit_follows_from_it(lib):
 # ---- The generic path (mlp_steps through kernel.Net): any network 784 -> w1..wL -> 10 ----------
 
 # Widths that are not multiples of the 16-float pad or of any vector (1, 7, 17, 33, 5), one wider
-# than the batch-1 path's strips (300), the seed's hidden shape, and depth 8.
-HIDDEN = [(1,), (7,), (300,), (16, 16), (17, 33, 5, 64), (3,) * 8]
+# than the batch-1 path's strips (300), the seed's hidden shape, depth 8, and a hidden-to-hidden
+# layer large enough for few rows' backward product to be taken transposed (300 -> 100).
+HIDDEN = [(1,), (7,), (300,), (16, 16), (17, 33, 5, 64), (3,) * 8, (300, 100)]
 # (rows per step, steps per call, threads): batch 1 as the mode runs it (many steps in one call)
 # and split into calls of any size; batches whose rows split among threads or not. 12 steps at
 # batch 1: per-sample SGD at lr 0.5 is chaotic, and after 20 steps of 784-300-10 float32 autograd
@@ -159,6 +160,7 @@ HIDDEN = [(1,), (7,), (300,), (16, 16), (17, 33, 5, 64), (3,) * 8]
 RUNS = {
     "bs1-one-call": (1, [12], 1),
     "bs1-calls": (1, [1, 2, 4, 5], 3),
+    "b9-threads": (9, [2, 3], 3),
     "b37": (37, [1, 3], 1),
     "b37-threads": (37, [1, 3], 3),
     "b600-threads": (600, [2, 1], 3),
