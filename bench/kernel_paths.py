@@ -5,9 +5,10 @@
 path), called as the kernel mode calls them (256 rows per call, many steps per call at small
 batches), µs per sample each and the ratio generic / fast. (b) 784-w-10 for several widths w:
 the generic path against torch (an nn.Sequential of the same MLP, torch.optim.SGD, one
-`zero_grad, loss, backward, step` per batch), µs per sample and the ratio generic / torch. Each
-time is the median over calls of at least --min-time seconds in all, after one warm-up call.
-Prints the ratios last.
+`zero_grad, loss, backward, step` per batch), µs per sample and the ratio generic / torch. The
+two of a pair are called in turn, so a change in the host's load falls on both; each time is
+the median over its calls, at least --min-time seconds of each after one warm-up call. Prints
+the ratios last.
 
     python bench/kernel_paths.py [--samples N] [--min-time S] [--seed-batches B ...]
                                  [--widths W ...] [--batches B ...]
@@ -25,16 +26,20 @@ ROWS_PER_CALL = 256  # as the kernel mode: many steps per call below 256 rows pe
 LR = 0.01
 
 
-def per_sample_us(call, rows: int, min_time: float) -> float:
-    """Median µs per sample of call(i) (i counts the calls), each training `rows` samples."""
-    call(0)
-    times, i = [], 1
-    while sum(times) < min_time or len(times) < 3:
-        t0 = time.perf_counter()
-        call(i)
-        times.append(time.perf_counter() - t0)
-        i += 1
-    return statistics.median(times) / rows * 1e6
+def per_sample_us(a, b, min_time: float) -> tuple[float, float]:
+    """Median µs per sample of two timed things, each (call, rows): call(i) trains `rows` samples
+    (i counts its calls). The calls alternate, so a change in the host's load in the meantime
+    falls on both alike; one warm-up call each, then at least `min_time` seconds of each."""
+    times = ([], [])
+    for i in range(1 << 30):
+        for (call, rows), ts in zip((a, b), times):
+            t0 = time.perf_counter()
+            call(i)
+            if i:
+                ts.append((time.perf_counter() - t0) / rows)
+        if i >= 3 and min(sum(ts) * rows for ts, (_, rows) in zip(times, (a, b))) >= min_time:
+            break
+    return statistics.median(times[0]) * 1e6, statistics.median(times[1]) * 1e6
 
 
 def chunks(d: dict, batch: int):
@@ -45,19 +50,21 @@ def chunks(d: dict, batch: int):
     return steps, rows, lambda i: (d["x"][i % n * rows : (i % n + 1) * rows], d["t"][i % n * rows : (i % n + 1) * rows])
 
 
-def fast_path(lib, d: dict, batch: int, min_time: float) -> float:
-    """sgd_steps on the seed shape, the parameters laid out as the kernel mode lays them out."""
+def fast_path(lib, d: dict, batch: int):
+    """(call, rows): sgd_steps on the seed shape, the parameters laid out as the kernel mode lays
+    them out."""
     p = {k: v.contiguous() for k, v in model.init_params("default", 0).items()}
-    w1t = p["w1"].t().contiguous()
-    ptrs = [w1t.data_ptr()] + [p[k].data_ptr() for k in model.NAMES[1:]]
+    p["w1"] = p["w1"].t().contiguous()  # the kernel's layout, [784, 16]
     work = torch.empty(lib.work_floats(1))
     steps, rows, rows_of = chunks(d, batch)
 
     def call(i):
         x, t = rows_of(i)
+        # Pointers taken here, from tensors this closure holds: they must outlive fast_path.
+        ptrs = [p[k].data_ptr() for k in model.NAMES]
         lib.sgd_steps(x.data_ptr(), t.data_ptr(), steps, batch, *ptrs, LR, 0, 1, work.data_ptr())
 
-    return per_sample_us(call, rows, min_time)
+    return call, rows
 
 
 def init(sizes, seed: int = 0) -> dict:
@@ -71,7 +78,8 @@ def init(sizes, seed: int = 0) -> dict:
     return p
 
 
-def generic_path(lib, sizes, d: dict, batch: int, min_time: float) -> float:
+def generic_path(lib, sizes, d: dict, batch: int):
+    """(call, rows): mlp_steps through kernel.Net, one thread."""
     net = kernel.Net(lib, sizes, init(sizes), threads=1)
     steps, rows, rows_of = chunks(d, batch)
 
@@ -79,10 +87,11 @@ def generic_path(lib, sizes, d: dict, batch: int, min_time: float) -> float:
         x, t = rows_of(i)
         net.steps(x, t, steps, batch, LR, mse=False)
 
-    return per_sample_us(call, rows, min_time)
+    return call, rows
 
 
-def torch_path(sizes, d: dict, batch: int, min_time: float) -> float:
+def torch_path(sizes, d: dict, batch: int):
+    """(call, rows): the same MLP as an nn.Sequential, torch.optim.SGD, one step per batch."""
     layers = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
         layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.Sigmoid()]
@@ -102,7 +111,7 @@ def torch_path(sizes, d: dict, batch: int, min_time: float) -> float:
             ).backward()
             opt.step()
 
-    return per_sample_us(call, rows, min_time)
+    return call, rows
 
 
 def main(argv=None):
@@ -120,8 +129,7 @@ def main(argv=None):
     print("(a) 784-16-16-10, fast path (sgd_steps) vs generic path (mlp_steps), 1 thread, us/sample")
     seed_ratios = []
     for b in a.seed_batches:
-        fast = fast_path(lib, d, b, a.min_time)
-        gen = generic_path(lib, model.SIZES, d, b, a.min_time)
+        fast, gen = per_sample_us(fast_path(lib, d, b), generic_path(lib, model.SIZES, d, b), a.min_time)
         seed_ratios.append(f"b{b} {gen / fast:.3g}")
         print(f"  batch {b:5d}: fast {fast:9.3f}  generic {gen:9.3f}  generic/fast {gen / fast:7.3g}", flush=True)
 
@@ -130,8 +138,7 @@ def main(argv=None):
     for w in a.widths:
         sizes = (784, w, 10)
         for b in a.batches:
-            gen = generic_path(lib, sizes, d, b, a.min_time)
-            ref = torch_path(sizes, d, b, a.min_time)
+            gen, ref = per_sample_us(generic_path(lib, sizes, d, b), torch_path(sizes, d, b), a.min_time)
             torch_ratios.append(f"w{w}/b{b} {gen / ref:.3g}")
             print(
                 f"  width {w:5d} batch {b:5d}: generic {gen:9.3f}  torch {ref:9.3f}  generic/torch {gen / ref:7.3g}",
