@@ -1,9 +1,11 @@
-"""kernel.c's sgd_steps, many SGD steps per call, held step by step to float64 autograd.
+"""kernel.c's sgd_steps, many SGD steps per call, held step by step to float64 autograd; and its
+generic path (mlp_steps, through kernel.Net) on networks of every depth and width, held the same.
 
 Called through ctypes the way a mode calls it: contiguous float32 tensors by data_ptr(), W1
 passed transposed ([784, 16]). Nothing here depends on speed.
 """
 
+import ctypes
 import math
 
 import pytest
@@ -143,3 +145,141 @@ def test_fma_rate_is_a_rate_and_the_limit_follows_from_it(lib):
     # A sample's FLOP at the best rate seen here; the limit's own calls may have been slowed.
     at_best = kernel.FLOP_PER_SAMPLE / (max(short, long) * 1e3)
     assert math.isfinite(us) and at_best / 4 < us < at_best * 4, (us, at_best)
+
+
+# ---- The generic path (mlp_steps through kernel.Net): any network 784 -> w1..wL -> 10 ----------
+
+# Widths that are not multiples of the 16-float pad or of any vector (1, 7, 17, 33, 5), one wider
+# than the batch-1 path's strips (300), the seed's hidden shape, depth 8, and a hidden-to-hidden
+# layer large enough for few rows' backward product to be taken transposed (300 -> 100).
+HIDDEN = [(1,), (7,), (300,), (16, 16), (17, 33, 5, 64), (3,) * 8, (300, 100)]
+# (rows per step, steps per call, threads): batch 1 as the mode runs it (many steps in one call)
+# and split into calls of any size; batches whose rows split among threads or not. 12 steps at
+# batch 1: per-sample SGD at lr 0.5 is chaotic, and after 20 steps of 784-300-10 float32 autograd
+# itself is outside TOL of float64.
+RUNS = {
+    "bs1-one-call": (1, [12], 1),
+    "bs1-calls": (1, [1, 2, 4, 5], 3),
+    "b9-threads": (9, [2, 3], 3),
+    "b37": (37, [1, 3], 1),
+    "b37-threads": (37, [1, 3], 3),
+    "b600-threads": (600, [2, 1], 3),
+}
+
+
+def mlp_init(sizes, seed):
+    """nn.Linear's init for every layer, in model.py's parameter names (w1, b1, ...)."""
+    g = torch.Generator().manual_seed(seed)
+    p = {}
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):
+        bound = fan_in**-0.5
+        p[f"w{i}"] = torch.empty(fan_out, fan_in).uniform_(-bound, bound, generator=g)
+        p[f"b{i}"] = torch.empty(fan_out).uniform_(-bound, bound, generator=g)
+    return p
+
+
+def mlp_reference(p, x, y, batch, loss, lr):
+    """Plain SGD in float64 with autograd's gradient of a general MLP: Linear layers, sigmoid
+    between them, model.loss_fn on the logits (the mean over the batch)."""
+    layers = len(p) // 2
+    p = {k: v.double() for k, v in p.items()}
+    for i in range(0, len(x), batch):
+        p64 = {k: v.clone().requires_grad_(True) for k, v in p.items()}
+        a = x[i : i + batch].double()
+        for layer in range(1, layers + 1):
+            a = torch.addmm(p64[f"b{layer}"], a, p64[f"w{layer}"].t())
+            a = torch.sigmoid(a) if layer < layers else a
+        model.loss_fn(a, y[i : i + batch], loss).backward()
+        p = {k: (v - lr * p64[k].grad).detach() for k, v in p.items()}
+    return p
+
+
+def net_run(lib, sizes, p, x, t, batch, loss, lr, calls, threads=1):
+    """kernel.Net trained by one steps() call per entry of `calls` (steps per call) on consecutive
+    rows; returns the Net, after checking that every pad of its storage is still exactly 0."""
+    net = kernel.Net(lib, sizes, p, threads)
+    row = 0
+    for n in calls:
+        net.steps(x[row : row + n * batch], t[row : row + n * batch], n, batch, lr, loss != "cross_entropy")
+        row += n * batch
+    assert row == len(x)
+    for layer, (wt, b) in enumerate(zip(net.wt, net.b)):
+        fan_in, fan_out = sizes[layer], sizes[layer + 1]
+        assert wt.shape[0] % 16 == 0 and wt.shape[1] % 16 == 0 and b.shape[0] == wt.shape[1]
+        assert not wt[fan_in:].any() and not wt[:, fan_out:].any() and not b[fan_out:].any(), (
+            f"pad of layer {layer + 1}"
+        )
+    return net
+
+
+def assert_tracks_all(got, ref, p, moved_at_least):
+    moved = sum(float((ref[k] - p[k].double()).abs().max()) for k in p)
+    assert moved > moved_at_least  # the reference really trained
+    assert got.keys() == ref.keys()
+    for k in ref:
+        torch.testing.assert_close(got[k].double(), ref[k], **TOL, msg=k)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("run", sorted(RUNS))
+@pytest.mark.parametrize("hidden", HIDDEN, ids=lambda h: "-".join(map(str, h)))
+def test_generic_path_tracks_float64_sgd(lib, hidden, run, loss):
+    """Every step of every run the float64 autograd step, at lr 0.5 (runs at batch 1 stay short,
+    see TOL); the pads stay 0 (net_run)."""
+    batch, calls, threads = RUNS[run]
+    sizes = (784, *hidden, 10)
+    p = mlp_init(sizes, 9)
+    x, y, t = data(batch * sum(calls), seed=10)
+    net = net_run(lib, sizes, p, x, t, batch, loss, 0.5, calls, threads)
+    assert_tracks_all(net.params(), mlp_reference(p, x, y, batch, loss, 0.5), p, 1e-3)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("batch,calls,threads", [(1, [37], 1), (16, [2, 4], 1), (600, [2, 1], 3)])
+def test_generic_path_on_the_seed_shape_is_the_fast_path(lib, batch, calls, threads, loss):
+    """On 784-16-16-10 both paths take the same steps, float32 round-off aside."""
+    p = model.init_params("default", 11)
+    x, _, t = data(batch * sum(calls), seed=12)
+    fast = kernel_run(lib, p, x, t, batch, loss, 0.5, calls, threads)
+    generic = net_run(lib, model.SIZES, p, x, t, batch, loss, 0.5, calls, threads).params()
+    for k in model.NAMES:
+        torch.testing.assert_close(generic[k], fast[k], **TOL, msg=k)
+
+
+def test_net_params_are_live_views_in_nn_linear_layout(lib):
+    sizes = (784, 20, 10)
+    p = mlp_init(sizes, 13)
+    net = kernel.Net(lib, sizes, p, 1)
+    before = net.params()
+    for k in p:
+        assert before[k].shape == p[k].shape and torch.equal(before[k], p[k]), k
+    assert before["w1"].untyped_storage().data_ptr() == net.wt[0].untyped_storage().data_ptr()
+    x, _, t = data(3, seed=14)
+    net.steps(x, t, 3, 1, 0.5, False)
+    after = net.params()
+    for k in p:
+        assert torch.equal(before[k], after[k]), k  # the views taken before show the new weights
+    assert not torch.equal(after["w2"], p["w2"])
+
+
+def test_a_call_of_no_steps_changes_nothing_in_the_generic_path(lib):
+    sizes = (784, 5, 10)
+    p = mlp_init(sizes, 15)
+    net = kernel.Net(lib, sizes, p, 1)
+    x, _, t = data(2, seed=16)
+    for batch in (1, 2):
+        net.steps(x, t, 0, batch, 0.5, False)
+    for k, v in net.params().items():
+        assert torch.equal(v, p[k]), k
+
+
+@pytest.mark.parametrize("sizes", [(784, 10), (784, 16, 9), (783, 16, 10), (784, 0, 10), (784, *(3,) * 9, 10)], ids=str)
+def test_shapes_outside_the_family_are_refused(lib, sizes):
+    """784 -> 1..8 hidden layers of at least one unit -> 10, nothing else: Net refuses the rest
+    before the kernel sees them, and the kernel itself does nothing with them."""
+    p = mlp_init([max(s, 1) for s in sizes], 17)
+    with pytest.raises(ValueError, match="family"):
+        kernel.Net(lib, sizes, p, 1)
+    c_sizes = (ctypes.c_int * len(sizes))(*sizes)
+    assert lib.mlp_work_floats(1, len(sizes) - 1, c_sizes, 1) == -1
+    assert lib.mlp_steps(0, 0, 1, 1, len(sizes) - 1, c_sizes, 0, 0, 0.5, 0, 1, 0) == -1

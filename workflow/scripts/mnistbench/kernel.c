@@ -12,6 +12,9 @@ gradient computed before any weight changes. sgd_step takes one step; sgd_steps 
 consecutive ones in one call, with a path of its own at batch 1 (see there). Float32
 throughout; exp is a polynomial within ~1 ulp (tests/test_modes.py and tests/test_kernel.py hold
 the result to float64 autograd).
+
+Those are the seed shape's fast path. mlp_steps, the last section, is the general one: the same
+function for any network of the family 784 -> w1 -> ... -> wL -> 10 (1 <= L <= 8).
 */
 #include <string.h>
 #include <time.h>
@@ -371,4 +374,640 @@ double fma_gflops(long iters) {
     fma_sink = sum[0]; /* the chains must not be optimised away */
     double s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
     return s > 0 ? 2.0 * LANES * C * (double)iters / s / 1e9 : 0.0;
+}
+
+/* ---- Any network of the family: 784 -> w1 -> ... -> wL -> 10 -----------------------------------
+
+The same function as above (sigmoid hidden layers, softmax output with cross-entropy or squared
+error, the mean loss over the batch, plain SGD, every gradient of a step computed before any
+weight of that step changes) for any depth and width. Everything above stays the seed shape's
+fast path; this is the general one.
+
+Layout. Layer l (1..n_layers, the last one the output) keeps its weights transposed and
+zero-padded, Wt_l [in_pad][out_pad], and its bias b_l [out_pad], every size rounded up to a
+multiple of 16 (784 already is one). Activations and deltas are kept with their pad lanes exactly
+0 (a pad lane's sigmoid would be 0.5: they are masked), so the pads of the weights only ever get
+zero updates and never contribute.
+
+One step on n rows: forward layer by layer over all rows, softmax and dL/dz over the 10 classes,
+then from the top: the delta of layer l-1 from the old Wt_l, then Wt_l -= lr D_l^T A_{l-1} in
+place (no gradient buffer: Wt_l is not read again in this step) and b_l. The three products of a
+layer are all one kind of matrix product, written once (mm below): C = A B with B's rows
+contiguous and a vector of 16 outputs per B row, so every one is broadcast-and-FMA, no horizontal
+sums:
+    forward   Z[r][o]   = sum_i A[r][i] Wt[i][o]     B = Wt
+    backward  D'[r][i]  = sum_o D[r][o] Wt[i][o]     B = Wt^T, transposed while it is packed
+    update    Wt[i][o] -= lr sum_r A[r][i] D[r][o]   B = D, A read down its columns
+Threads split each product over the dimension that needs no reduction (see mm). At batch 1 (many
+steps per call) a step is a few vector-matrix products, too small to pay for packing; that path
+(net_steps_bs1) passes each weight matrix once or twice per step instead. */
+
+/* The native vector: a 16-float row of the layout is VPR of them. The code above computes on
+   16-lane v16 throughout, which is one register with AVX-512; with narrower registers GCC keeps
+   arrays of v16 accumulators on the stack (the fast path's loops at batch 1 spend most of their
+   time moving them through memory on an AVX2 cpu), so the general path computes on this one. */
+#if defined(__AVX512F__)
+#define VN_BYTES 64
+#elif defined(__AVX__)
+#define VN_BYTES 32
+#else
+#define VN_BYTES 16
+#endif
+typedef float vn __attribute__((vector_size(VN_BYTES), aligned(4)));
+typedef int vni __attribute__((vector_size(VN_BYTES), aligned(4)));
+enum { VL = VN_BYTES / 4, VPR = 16 / VL };
+
+static inline vn vnsel(vni c, vn a, vn b) { return (vn)((c & (vni)a) | (~c & (vni)b)); }
+
+/* vexp on the native vector: the same polynomial, within ~1 ulp. */
+static inline vn vnexp(vn x) {
+    const vn lo = (vn){0} - 87.0f, hi = (vn){0} + 88.0f;
+    x = vnsel(x < lo, lo, x);
+    x = vnsel(x > hi, hi, x);
+    vn big = x * 1.44269504088896341f + 12582912.0f;
+    vn n = big - 12582912.0f;
+    vni e = ((vni)big - 0x4B400000 + 127) << 23;
+    vn r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
+    vn p = r * (1.0f / 5040) + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    return p * (vn)e;
+}
+
+static inline float vnsum(vn v) {
+    float s = 0.0f;
+    for (int i = 0; i < VL; i++) s += v[i];
+    return s;
+}
+
+static inline vn vnload(const float *p) { return *(const vn *)p; }
+static inline void vnstore(float *p, vn v) { *(vn *)p = v; }
+
+/* Register tile of the product: MR rows x NV groups of 16 columns (NV * VPR native vectors) of
+   accumulators, sized to the register file with room for the B vectors and a broadcast: 32 x
+   512-bit registers with AVX-512, 16 x 256-bit with AVX, 32 x 128-bit on arm64, 16 x 128-bit
+   otherwise. CH: groups of 16 independent accumulators that hide the FMA latency in a
+   vector-matrix product. -DMLP_MR=.. -DMLP_NV=.. -DMLP_CH=.. in $CC override them (to run the
+   AVX-512 tile on another cpu, say). */
+#ifndef MLP_MR
+#if defined(__AVX512F__)
+#define MLP_MR 8
+#define MLP_NV 2
+#define MLP_CH 8
+#elif defined(__AVX__)
+#define MLP_MR 6
+#define MLP_NV 1
+#define MLP_CH 4
+#elif defined(__aarch64__)
+#define MLP_MR 4
+#define MLP_NV 1
+#define MLP_CH 2
+#else
+#define MLP_MR 2
+#define MLP_NV 1
+#define MLP_CH 2
+#endif
+#endif
+#ifndef MLP_CH
+#define MLP_CH 4
+#endif
+
+/* Cache blocking of the product: a KC x NC block of B is packed into contiguous micro-panels of
+   KC x (16 NV) (16 KB at NV 1: in L1 while MC rows of A use it; packed, the rows of a panel do not
+   all map to the same few cache sets, as rows of a wide matrix a multiple of 4 KB apart would),
+   and MC x KC of A (100 KB) stays in L2 while it meets all NC columns of the block. */
+enum { MAXLAYERS = 9, KC = 256, NC = 1024, MC = 16 * MLP_MR };
+/* B is packed only for more than this many rows of A: with fewer, the copy costs more than the
+   cache misses it saves (measured at 784 x 4096: 23 against 38 GFLOP/s at 16 rows packed and
+   not; 45 against 34 at 64 rows). */
+enum { PACK_MIN_ROWS = 48 };
+/* Multiply-adds below which one more thread costs more to start than it saves. */
+enum { MIN_MACS = 1 << 17 };
+
+static inline int pad16(int n) { return (n + 15) / 16 * 16; }
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* Threads worth starting for `macs` multiply-adds: at most `threads`, one per MIN_MACS. */
+static int threads_for(double macs, int threads) {
+    double most = macs / MIN_MACS;
+    threads = threads > MAXT ? MAXT : threads;
+    return most < threads ? (most < 1 ? 1 : (int)most) : (threads < 1 ? 1 : threads);
+}
+
+/* A matrix by strides: element (i, k) at p[i * rs + k * cs]. */
+typedef struct {
+    const float *p;
+    long rs, cs;
+} mat_t;
+
+/* The register tile: C[r][j] = alpha * sum_k a[r sa + k sk] b[k sb + j] (+ C[r][j] if add) for
+   r < rn, j < 16 nv. Inlined with constant rn and nv (mm_tile's switch), so the accumulators are
+   registers. With few rows (batch 1, a small batch) the tile alone has too few accumulators to
+   hide the FMA latency; then ks interleaved chains over k share the register budget. */
+static inline __attribute__((always_inline)) void micro(const int rn, const int nv, int kn, const float *restrict a,
+                                                        long sa, long sk, const float *restrict b, long sb,
+                                                        float *restrict c, long sc, float alpha, int add) {
+    const int fit = MLP_MR * MLP_NV / (rn * nv), ks = fit >= 4 ? 4 : fit >= 2 ? 2 : 1, nw = nv * VPR;
+    vn acc[4][8][8];
+    for (int s = 0; s < ks; s++)
+        for (int r = 0; r < rn; r++)
+            for (int v = 0; v < nw; v++) acc[s][r][v] = (vn){0};
+    int k = 0;
+    for (; k + ks <= kn; k += ks)
+        for (int s = 0; s < ks; s++) {
+            vn bv[8];
+            for (int v = 0; v < nw; v++) bv[v] = vnload(b + (long)(k + s) * sb + VL * v);
+            for (int r = 0; r < rn; r++) {
+                float ar = a[r * sa + (long)(k + s) * sk];
+                for (int v = 0; v < nw; v++) acc[s][r][v] += ar * bv[v];
+            }
+        }
+    for (; k < kn; k++)
+        for (int r = 0; r < rn; r++) {
+            float ar = a[r * sa + (long)k * sk];
+            for (int v = 0; v < nw; v++) acc[0][r][v] += ar * vnload(b + (long)k * sb + VL * v);
+        }
+    for (int r = 0; r < rn; r++)
+        for (int v = 0; v < nw; v++) {
+            vn sum = acc[0][r][v];
+            for (int s = 1; s < ks; s++) sum += acc[s][r][v];
+            float *cp = c + r * sc + VL * v;
+            vnstore(cp, add ? vnload(cp) + alpha * sum : alpha * sum);
+        }
+}
+
+/* micro for rn rows (1..MLP_MR) and nv vectors (1..MLP_NV), each pair compiled on its own. */
+#define MICRO_CASE(R, V)                                                                                   \
+    case R:                                                                                                \
+        if (R <= MLP_MR) micro(R <= MLP_MR ? R : 1, V, kn, a, sa, sk, b, sb, c, sc, alpha, add);           \
+        break;
+#define MICRO_SWITCH(V)                                                                                    \
+    switch (rn) {                                                                                          \
+        MICRO_CASE(1, V) MICRO_CASE(2, V) MICRO_CASE(3, V) MICRO_CASE(4, V) MICRO_CASE(5, V) MICRO_CASE(6, V) \
+        MICRO_CASE(7, V) MICRO_CASE(8, V)                                                                  \
+    }
+static void mm_tile(int rn, int nv, int kn, const float *a, long sa, long sk, const float *b, long sb, float *c, long sc,
+                    float alpha, int add) {
+    if (nv == MLP_NV) {
+        MICRO_SWITCH(MLP_NV)
+    } else {
+        MICRO_SWITCH(1)
+    }
+}
+
+/* Copies B's block of rows k0..k0+kn, columns j0..j0+w (w <= 16 NV) into dst [kn][w]. */
+static void pack_panel(float *restrict dst, mat_t b, int k0, int kn, int j0, int w) {
+    if (b.cs == 1) { /* rows of 16 or 32 floats: vector copies (a memcpy call per row costs more) */
+        for (int k = 0; k < kn; k++)
+            for (int j = 0; j < w; j += VL) vnstore(dst + (long)k * w + j, vnload(b.p + (k0 + k) * b.rs + j0 + j));
+    } else { /* B given transposed: read along its (contiguous) k */
+        for (int j = 0; j < w; j++) {
+            const float *src = b.p + (k0)*b.rs + (j0 + j) * b.cs;
+            for (int k = 0; k < kn; k++) dst[(long)k * w + j] = src[k * b.rs];
+        }
+    }
+}
+
+/* Hidden activations of one row in place: z [p] becomes sigmoid(z + b) on the first `real`
+   lanes, exactly 0 in the pads (a pad's sigmoid would be 0.5). */
+static void sigmoid_row(float *z, int p, int real, const float *b) {
+    static const float iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    for (int o = 0; o < p; o += VL) {
+        vn a = 1.0f / (1.0f + vnexp(-(vnload(z + o) + vnload(b + o))));
+        if (o + VL > real) a = vnsel(vnload(iota) < (float)(real - o), a, (vn){0});
+        vnstore(z + o, a);
+    }
+}
+
+/* What a product does to each finished tile of C while it is in cache: nothing; the forward
+   pass's sigmoid(C + v[j]) on the columns j < real, 0 above; or the backward pass's factor
+   C *= v (1 - v), v the activations laid out as C. */
+enum { EPI_NONE, EPI_SIGMOID, EPI_DSIG };
+typedef struct {
+    int kind;
+    const float *v;
+    int real;
+} epi_t;
+
+static void epilogue(epi_t e, float *c, long sc, int i, int rn, int j0, int w) {
+    for (int r = i; r < i + rn; r++) {
+        float *cr = c + r * sc + j0;
+        if (e.kind == EPI_SIGMOID) {
+            sigmoid_row(cr, w, e.real - j0, e.v + j0);
+        } else if (e.kind == EPI_DSIG) {
+            const float *a = e.v + r * sc + j0;
+            for (int j = 0; j < w; j++) cr[j] *= a[j] * (1.0f - a[j]);
+        }
+    }
+}
+
+/* Panels of the product: 16 NV columns each. */
+enum { PW = 16 * MLP_NV };
+
+/* Floats of one thread's pack buffer for products at most `widest` columns wide. */
+static long pack_floats(int widest) { return (long)KC * imin(NC, (widest + PW - 1) / PW * PW); }
+
+/* C [m][nn] (row stride sc) = alpha * A [m][kn] B [kn][nn] (+ C if add), then the epilogue; nn a
+   multiple of 16; by the calling thread alone. Cache-blocked as at KC, NC and MC. B is packed
+   unless few rows of A use it (PACK_MIN_ROWS) or one panel is all of it; it must be packed when
+   given transposed (b.cs != 1). */
+static void mm_serial(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float alpha, int add, epi_t epi,
+                      float *pack) {
+    int packed = b.cs != 1 || (m > PACK_MIN_ROWS && nn > PW);
+    for (int jc = 0; jc < nn; jc += NC) {
+        int nw = imin(NC, nn - jc), np = (nw + PW - 1) / PW;
+        for (int pc = 0; pc < kn; pc += KC) {
+            int kc = imin(KC, kn - pc), last = pc + kc == kn;
+            if (packed)
+                for (int jp = 0; jp < np; jp++)
+                    pack_panel(pack + (long)jp * KC * PW, b, pc, kc, jc + jp * PW, imin(PW, nw - jp * PW));
+            for (int ib = 0; ib < m; ib += MC)
+                for (int jp = 0; jp < np; jp++) {
+                    int j0 = jc + jp * PW, w = imin(PW, nw - jp * PW);
+                    const float *bp = packed ? pack + (long)jp * KC * PW : b.p + pc * b.rs + j0;
+                    long sb = packed ? w : b.rs;
+                    for (int i = ib; i < imin(m, ib + MC); i += MLP_MR) {
+                        int rn = imin(MLP_MR, m - i);
+                        mm_tile(rn, w / 16, kc, a.p + i * a.rs + pc * a.cs, a.rs, a.cs, bp, sb, c + i * sc + j0, sc,
+                                alpha, add || pc > 0);
+                        if (last && epi.kind != EPI_NONE) epilogue(epi, c, sc, i, rn, j0, w);
+                    }
+                }
+        }
+    }
+}
+
+/* mm_serial on up to `threads` threads (one below MIN_MACS of work per thread), each on a part
+   of C of its own with its own pack buffer (pack + t pstride), so no thread waits on another
+   before the end: whole panels of columns where there are plenty of them, else rows. */
+static void mm(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float alpha, int add, epi_t epi,
+               int threads, float *pack, long pstride) {
+    if (m < 1 || nn < 1) return;
+    if (kn < 1) { /* an empty sum: only the epilogue's data counts */
+        for (int i = 0; i < m; i++)
+            if (!add) memset(c + i * sc, 0, nn * sizeof(float));
+        if (epi.kind != EPI_NONE) epilogue(epi, c, sc, 0, m, 0, nn);
+        return;
+    }
+    int nt = threads_for((double)m * nn * kn, threads), np = (nn + PW - 1) / PW;
+    if (nt == 1) { /* no team at all: a team of one still costs its start */
+        mm_serial(m, nn, kn, a, b, c, sc, alpha, add, epi, pack);
+    } else if (np >= 4 * nt) {
+        int per = (np + nt - 1) / nt * PW;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+        for (int t = 0; t < nt; t++) {
+            int c0 = imin(nn, t * per), c1 = imin(nn, c0 + per);
+            epi_t e = epi;
+            if (e.kind == EPI_SIGMOID) e.v += c0, e.real -= c0;
+            if (e.kind == EPI_DSIG) e.v += c0;
+            if (c0 < c1)
+                mm_serial(m, c1 - c0, kn, a, (mat_t){b.p + c0 * b.cs, b.rs, b.cs}, c + c0, sc, alpha, add, e,
+                          pack + t * pstride);
+        }
+    } else {
+        int per = ((m + nt - 1) / nt + MLP_MR - 1) / MLP_MR * MLP_MR;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+        for (int t = 0; t < nt; t++) {
+            int r0 = imin(m, t * per), r1 = imin(m, r0 + per);
+            epi_t e = epi;
+            if (e.kind == EPI_DSIG) e.v += r0 * sc;
+            if (r0 < r1)
+                mm_serial(r1 - r0, nn, kn, (mat_t){a.p + r0 * a.rs, a.rs, a.cs}, b, c + r0 * sc, sc, alpha, add, e,
+                          pack + t * pstride);
+        }
+    }
+}
+
+/* Runs `body` for i in [0, n) on nt threads, or in the caller alone when nt is 1: a parallel
+   region costs its start even for a team of one (library calls, at times a system call), and
+   at batch 1 that is per layer and step. */
+#define SPLIT(nt, i, n, ...)                                              \
+    do {                                                                  \
+        if ((nt) > 1) {                                                   \
+            _Pragma("omp parallel for num_threads(nt) schedule(static)") \
+            for (int i = 0; i < (n); i++) __VA_ARGS__;                    \
+        } else {                                                          \
+            for (int i = 0; i < (n); i++) __VA_ARGS__;                    \
+        }                                                                 \
+    } while (0)
+
+/* The output layer's dL/dz of one row in place, from its logits z [16] (10 used, zeros above)
+   plus the bias b and the one-hot target t: softmax over the 10 classes, then cross-entropy's or
+   the squared error's derivative (the full Jacobian, as model.grads), scaled by 1 / batch for
+   the mean. Pad lanes come out 0. */
+static inline void out_delta(float *z, const float *b, const float *t, float scale, int mse) {
+    float m = z[0] + b[0], e[16], sum = 0.0f, gs = 0.0f;
+    for (int i = 1; i < D3; i++) m = z[i] + b[i] > m ? z[i] + b[i] : m;
+    for (int c = 0; c < 16; c += VL) vnstore(e + c, vnexp(vnload(z + c) + vnload(b + c) - m));
+    for (int i = 0; i < D3; i++) sum += e[i];
+    for (int i = 0; i < D3; i++) e[i] /= sum; /* e: softmax */
+    if (mse) {
+        for (int i = 0; i < D3; i++) z[i] = (2.0f * scale) * (e[i] - t[i]), gs += z[i] * e[i];
+        for (int i = 0; i < D3; i++) z[i] = e[i] * (z[i] - gs);
+    } else {
+        for (int i = 0; i < D3; i++) z[i] = (e[i] - t[i]) * scale;
+    }
+    for (int i = D3; i < 16; i++) z[i] = 0.0f;
+}
+
+/* The network as kernel.py hands it over, sizes checked and padded. */
+typedef struct {
+    int nl;                       /* layers with weights, the output layer included */
+    int size[MAXLAYERS + 1];      /* real sizes: size[0] = 784, size[nl] = 10 */
+    int pad[MAXLAYERS + 1];       /* rounded up to multiples of 16 */
+    float *const *wt, *const *b;  /* Wt_l [pad[l-1]][pad[l]], b_l [pad[l]] for l = 1..nl */
+    int maxp;                     /* the widest pad[l], l >= 1 */
+} net_t;
+
+/* 0, or -1 if the sizes are not a network of the family: 784 -> 1..8 hidden layers -> 10. */
+static int net_init(net_t *q, int n_layers, const int *sizes, float *const *wt, float *const *b) {
+    if (n_layers < 2 || n_layers > MAXLAYERS || sizes[0] != D0 || sizes[n_layers] != D3) return -1;
+    q->nl = n_layers, q->wt = wt, q->b = b, q->maxp = 0;
+    for (int l = 0; l <= n_layers; l++) {
+        if (sizes[l] < 1 || sizes[l] > (1 << 20)) return -1; /* any real width is far below 2^20 */
+        q->size[l] = sizes[l], q->pad[l] = pad16(sizes[l]);
+        if (l > 0 && q->pad[l] > q->maxp) q->maxp = q->pad[l];
+    }
+    return 0;
+}
+
+/* Whether the backward product of a layer in_pad -> out_pad on n rows is taken transposed,
+   D_{l-1}^T = Wt_l D_l^T: then the deltas (n x out) and the result (in x n) are transposed, where
+   packing Wt_l^T would transpose all of Wt_l; at few rows against a large matrix that is far
+   less copying (784-1024-1024-10 at 2 rows per step: the transpose of Wt_2 was 1.2 ms a step). */
+static int bwd_transposed(int n, int in_pad, int out_pad) { return 2L * pad16(n) * (in_pad + out_pad) < (long)in_pad * out_pad; }
+
+/* Work memory for n rows on up to `threads` threads: each hidden layer's activations [n][pad],
+   two delta buffers [n][maxp] (a layer's and the one below it), and at n > 1 a pack buffer per
+   thread and, where a backward product is taken transposed, its two buffers [maxp][pad16(n)]; at
+   batch 1 instead the next sample's layer-1 pre-activation and -lr d [maxp]. */
+static long net_work(const net_t *q, int n, int threads) {
+    long f = 2L * n * q->maxp;
+    for (int l = 1; l < q->nl; l++) f += (long)n * q->pad[l];
+    if (n == 1) return f + 2L * q->maxp;
+    f += threads * pack_floats(q->maxp);
+    for (int l = 2; l <= q->nl; l++)
+        if (bwd_transposed(n, q->pad[l - 1], q->pad[l])) return f + 2L * q->maxp * pad16(n);
+    return f;
+}
+
+/* One SGD step on n rows (see the top of this section). */
+static void net_step(const net_t *q, const float *x, const float *t, int n, float lr, int mse, int threads,
+                     float *work) {
+    const int nl = q->nl, *sz = q->size, *pd = q->pad;
+    const float *act[MAXLAYERS + 1];
+    float *w = work;
+    act[0] = x;
+    for (int l = 1; l < nl; l++) act[l] = w, w += (long)n * pd[l];
+    float *d = w, *dn = w + (long)n * q->maxp, *pack = dn + (long)n * q->maxp;
+    const long ps = pack_floats(q->maxp), n16 = pad16(n);
+    float *dt = pack + threads * ps, *ct = dt + q->maxp * n16; /* bwd_transposed's buffers */
+    const epi_t none = {EPI_NONE, 0, 0};
+
+    for (int l = 1; l <= nl; l++) { /* forward; the output layer's logits go to d */
+        float *z = l < nl ? (float *)act[l] : d;
+        epi_t sig = {EPI_SIGMOID, q->b[l - 1], sz[l]};
+        mm(n, pd[l], sz[l - 1], (mat_t){act[l - 1], pd[l - 1], 1}, (mat_t){q->wt[l - 1], pd[l], 1}, z, pd[l], 1.0f, 0,
+           l < nl ? sig : none, threads, pack, ps);
+    }
+    int nt = threads_for(128.0 * n, threads); /* a row's softmax: ~128 FMAs' time */
+    SPLIT(nt, r, n, out_delta(d + (long)r * pd[nl], q->b[nl - 1], t + (long)r * D3, 1.0f / n, mse));
+
+    for (int l = nl; l >= 1; l--) { /* backward from the top; d holds D_l [n][pd[l]] */
+        /* D_{l-1} = (D_l Wt_l^T) a(1 - a), from the weights before this step */
+        if (l > 1 && bwd_transposed(n, pd[l - 1], pd[l])) {
+            for (int o = 0; o < sz[l]; o++) /* dt [out][n16] = D_l^T, zeros past row n */
+                for (int r = 0; r < n16; r++) dt[o * n16 + r] = r < n ? d[(long)r * pd[l] + o] : 0.0f;
+            mm(sz[l - 1], n16, sz[l], (mat_t){q->wt[l - 1], pd[l], 1}, (mat_t){dt, n16, 1}, ct, n16, 1.0f, 0, none,
+               threads, pack, ps);
+            const float *a = act[l - 1];
+            for (int r = 0; r < n; r++)
+                for (int i = 0; i < pd[l - 1]; i++) {
+                    long ri = (long)r * pd[l - 1] + i;
+                    dn[ri] = i < sz[l - 1] ? ct[i * n16 + r] * a[ri] * (1.0f - a[ri]) : 0.0f;
+                }
+        } else if (l > 1) {
+            mm(n, pd[l - 1], sz[l], (mat_t){d, pd[l], 1}, (mat_t){q->wt[l - 1], 1, pd[l]}, dn, pd[l - 1], 1.0f, 0,
+               (epi_t){EPI_DSIG, act[l - 1], 0}, threads, pack, ps);
+        }
+        /* Wt_l -= lr A_{l-1}^T D_l over the real input rows (the pad rows' update is 0) */
+        mm(sz[l - 1], pd[l], n, (mat_t){act[l - 1], 1, pd[l - 1]}, (mat_t){d, pd[l], 1}, q->wt[l - 1], pd[l], -lr, 1,
+           none, threads, pack, ps);
+        float *bl = q->b[l - 1];
+        nt = threads_for((double)n * pd[l], threads);
+        SPLIT(nt, g, pd[l] / 16, {
+            for (int o = 16 * g; o < 16 * g + 16; o += VL) {
+                vn sum = {0};
+                for (int r = 0; r < n; r++) sum += vnload(d + (long)r * pd[l] + o);
+                vnstore(bl + o, vnload(bl + o) - lr * sum);
+            }
+        });
+        float *tmp = d;
+        d = dn, dn = tmp;
+    }
+}
+
+/* ---- Batch 1: many one-sample steps per call ---------------------------------------------------
+
+A step is then a vector-matrix product per layer and its update. Each layer above the first is
+passed twice per step: forward (vm_pass), then once more for its backward product and update
+together (bwd_pass). Layer 1 (784 rows, usually the largest) is passed once: its update for
+sample s and sample s+1's forward product share one pass (vm_pass with both), as in steps_bs1. */
+
+/* One strip of sv groups of 16 columns of Wt [kn][.] (row stride sw), down all its rows: if upd,
+   Wt += xu (x) nd; if fwd, z = xf Wt with the weights as updated in this same pass. Inlined with
+   constant sv, upd and fwd; MLP_CH / sv chains over the rows hide the FMA latency. */
+static inline __attribute__((always_inline)) void vm_strip(const int sv, const int upd, const int fwd, float *restrict w,
+                                                           long sw, int kn, const float *restrict xu,
+                                                           const float *restrict nd, const float *restrict xf,
+                                                           float *restrict z) {
+    const int ku = MLP_CH / sv > 1 ? MLP_CH / sv : 1, nw = sv * VPR;
+    vn acc[MLP_CH][8], ndv[8];
+    for (int v = 0; v < nw; v++) {
+        ndv[v] = upd ? vnload(nd + VL * v) : (vn){0};
+        for (int u = 0; u < ku; u++) acc[u][v] = (vn){0};
+    }
+    int k = 0;
+    for (; k + ku <= kn; k += ku)
+        for (int u = 0; u < ku; u++)
+            for (int v = 0; v < nw; v++) {
+                float *wp = w + (long)(k + u) * sw + VL * v;
+                vn wk = vnload(wp);
+                if (upd) vnstore(wp, wk = wk + xu[k + u] * ndv[v]);
+                if (fwd) acc[u][v] += xf[k + u] * wk;
+            }
+    for (; k < kn; k++)
+        for (int v = 0; v < nw; v++) {
+            float *wp = w + (long)k * sw + VL * v;
+            vn wk = vnload(wp);
+            if (upd) vnstore(wp, wk = wk + xu[k] * ndv[v]);
+            if (fwd) acc[0][v] += xf[k] * wk;
+        }
+    if (fwd)
+        for (int v = 0; v < nw; v++) {
+            vn sum = acc[0][v];
+            for (int u = 1; u < ku; u++) sum += acc[u][v];
+            vnstore(z + VL * v, sum);
+        }
+}
+
+/* Groups of 16 columns per strip: as many accumulators as MLP_CH at two chains per group, and
+   as many registers again for nd. */
+enum { STRIP = MLP_CH / 2 > 1 ? MLP_CH / 2 : 1 };
+/* Wider than this many groups of 16 columns, vm_pass sweeps (measured: the same speed up to
+   256 columns, 2.5-3x faster from 1024 on). */
+enum { SWEEP_GROUPS = 16 };
+
+/* vm_strip for the sv the pass asks for (STRIP, or one of the last strip's 1..STRIP-1 groups) and
+   the update and product that xu and xf ask for. */
+static void vm_strip_any(int sv, float *w, long sw, int kn, const float *xu, const float *nd, const float *xf,
+                         float *z) {
+#define L1_STRIPS(SV)                                                                                  \
+    (xu ? (xf ? vm_strip(SV, 1, 1, w, sw, kn, xu, nd, xf, z) : vm_strip(SV, 1, 0, w, sw, kn, xu, nd, xf, z)) \
+        : vm_strip(SV, 0, 1, w, sw, kn, xu, nd, xf, z))
+    if (sv >= 4 && STRIP >= 4) L1_STRIPS(4 <= STRIP ? 4 : 1);
+    else if (sv >= 2 && STRIP >= 2) L1_STRIPS(2 <= STRIP ? 2 : 1);
+    else L1_STRIPS(1);
+#undef L1_STRIPS
+}
+
+/* Wide matrices: rows 4 at a time across columns [c0, c1), z accumulating in memory (a row of
+   z is at most 16 KB here: in L1). Every stream is then sequential, where a strip down a wide
+   matrix (rows 16 KB apart at 4096 columns) takes a new page per row and gets no help from the
+   hardware prefetcher. */
+static void sweep(float *restrict w, long sw, int kn, int c0, int c1, const float *restrict xu,
+                  const float *restrict nd, const float *restrict xf, float *restrict z) {
+    enum { KG = 4 };
+    if (xf) memset(z + c0, 0, (c1 - c0) * sizeof(float));
+    for (int k = 0; k < kn; k += KG) {
+        int kg = imin(KG, kn - k);
+        for (int c = c0; c < c1; c += VL) {
+            vn acc = xf ? vnload(z + c) : (vn){0}, ndc = xu ? vnload(nd + c) : (vn){0};
+            for (int u = 0; u < kg; u++) {
+                float *wp = w + (long)(k + u) * sw + c;
+                vn wk = vnload(wp);
+                if (xu) vnstore(wp, wk = wk + xu[k + u] * ndc);
+                if (xf) acc += xf[k + u] * wk;
+            }
+            if (xf) vnstore(z + c, acc);
+        }
+    }
+}
+
+/* One pass over Wt [kn][16 ng] (row stride sw): if xu, Wt += xu (x) nd; if xf, z = xf Wt with the
+   updated weights. Narrow matrices in strips of STRIP groups down all rows (the accumulators in
+   registers), wide ones by sweep; either way the columns are shared among threads. */
+static void vm_pass(float *w, long sw, int kn, int ng, const float *xu, const float *nd, const float *xf, float *z,
+                    int threads) {
+    int nt = threads_for((double)kn * ng * 16 * ((xu != 0) + (xf != 0)), threads);
+    if (ng > SWEEP_GROUPS) {
+        int per = (ng + nt - 1) / nt;
+        SPLIT(nt, s, nt, sweep(w, sw, kn, imin(ng, s * per) * 16, imin(ng, s * per + per) * 16, xu, nd, xf, z));
+        return;
+    }
+    const int strips = (ng + STRIP - 1) / STRIP;
+    SPLIT(nt, s, strips, {
+        for (int g = STRIP * s; g < imin(ng, STRIP * s + STRIP);) {
+            int left = ng - g, sv = left >= STRIP ? STRIP : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            vm_strip_any(sv, w + 16 * g, sw, kn, xu, nd ? nd + 16 * g : 0, xf, z + 16 * g);
+            g += sv;
+        }
+    });
+}
+
+/* One row of layer l's backward at batch 1: returns sum_o w[o] d[o] from the row's old weights,
+   then w += a nd (nd = -lr d). */
+static inline float bwd_row(float *w, int p, const float *d, const float *nd, float a) {
+    vn acc0 = {0}, acc1 = {0};
+    int c = 0;
+    for (; c + 2 * VL <= p; c += 2 * VL) { /* two chains: one would wait on its own FMA latency */
+        vn w0 = vnload(w + c), w1 = vnload(w + c + VL);
+        acc0 += w0 * vnload(d + c), acc1 += w1 * vnload(d + c + VL);
+        vnstore(w + c, w0 + a * vnload(nd + c)), vnstore(w + c + VL, w1 + a * vnload(nd + c + VL));
+    }
+    if (c < p) {
+        vn w0 = vnload(w + c);
+        acc0 += w0 * vnload(d + c);
+        vnstore(w + c, w0 + a * vnload(nd + c));
+    }
+    return vnsum(acc0 + acc1);
+}
+
+/* Layer l's backward at batch 1, one pass over Wt [in][p] (in real rows): dp[i] = row i . d,
+   then row i += a[i] nd; dp's pad lanes set to 0. */
+static void bwd_pass(float *w, int in, int p, const float *d, const float *nd, const float *a, float *dp,
+                     int threads) {
+    int nt = threads_for((double)in * p * 2, threads);
+    SPLIT(nt, i, in, dp[i] = bwd_row(w + (long)i * p, p, d, nd, a[i]));
+    for (int i = in; i < pad16(in); i++) dp[i] = 0.0f;
+}
+
+/* n_steps steps of one sample each (see above). */
+static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_steps, float lr, int mse,
+                          int threads, float *work) {
+    const int nl = q->nl, *sz = q->size, *pd = q->pad;
+    float *act[MAXLAYERS + 1], *w = work;
+    for (int l = 1; l < nl; l++) act[l] = w, w += pd[l];
+    float *d = w, *dn = d + q->maxp, *z1 = dn + q->maxp, *nd = z1 + q->maxp;
+    float *wt1 = q->wt[0];
+
+    vm_pass(wt1, pd[1], D0, pd[1] / 16, 0, 0, x, z1, threads);
+    for (int s = 0; s < n_steps; s++) {
+        const float *xs = x + (long)s * D0;
+        memcpy(act[1], z1, pd[1] * sizeof(float));
+        sigmoid_row(act[1], pd[1], sz[1], q->b[0]);
+        for (int l = 2; l <= nl; l++) {
+            float *z = l < nl ? act[l] : d;
+            vm_pass(q->wt[l - 1], pd[l], sz[l - 1], pd[l] / 16, 0, 0, act[l - 1], z, threads);
+            if (l < nl) sigmoid_row(z, pd[l], sz[l], q->b[l - 1]);
+        }
+        out_delta(d, q->b[nl - 1], t + (long)s * D3, 1.0f, mse);
+
+        for (int l = nl; l >= 2; l--) {
+            for (int o = 0; o < pd[l]; o++) nd[o] = -lr * d[o];
+            bwd_pass(q->wt[l - 1], sz[l - 1], pd[l], d, nd, act[l - 1], dn, threads);
+            for (int i = 0; i < pd[l - 1]; i++) dn[i] *= act[l - 1][i] * (1.0f - act[l - 1][i]);
+            for (int o = 0; o < pd[l]; o++) q->b[l - 1][o] += nd[o];
+            float *tmp = d;
+            d = dn, dn = tmp;
+        }
+        for (int o = 0; o < pd[1]; o++) nd[o] = -lr * d[o], q->b[0][o] += nd[o];
+        /* this sample's layer-1 update, and the next sample's layer-1 product in the same pass */
+        vm_pass(wt1, pd[1], D0, pd[1] / 16, xs, nd, s + 1 < n_steps ? xs + D0 : 0, z1, threads);
+    }
+}
+
+/* Floats of work memory mlp_steps needs for `batch` rows per step on up to `threads` threads (a
+   call on fewer threads needs no more), or -1 if the sizes are not a network of the family. */
+long mlp_work_floats(int batch, int n_layers, const int *sizes, int threads) {
+    net_t q;
+    if (batch < 1 || net_init(&q, n_layers, sizes, 0, 0)) return -1;
+    return net_work(&q, batch, threads < 1 ? 1 : threads > MAXT ? MAXT : threads);
+}
+
+/* n_steps consecutive SGD steps of the network 784 -> sizes[1] -> ... -> 10 (n_layers layers with
+   weights, sizes[] their n_layers + 1 real sizes): step s trains on rows [s*batch, (s+1)*batch)
+   of x [.][784] and t [.][10] (one-hot), contiguous. wt[l] and b[l] are layer l+1's weights in
+   the layout at the top of this section (Wt [pad in][pad out], b [pad out], zeros in every pad),
+   updated in place; loss: mse (squared error of softmax) or cross-entropy. Threads: up to
+   `threads` of OpenMP's pool (torch's, as for sgd_step), fewer where a product is small. work:
+   mlp_work_floats(batch, n_layers, sizes, t) floats for some t >= threads. Returns 0, or -1
+   (nothing done) if the sizes are not a network of the family. */
+int mlp_steps(const float *x, const float *t, int n_steps, int batch, int n_layers, const int *sizes,
+              float *const *wt, float *const *b, float lr, int mse, int threads, float *work) {
+    net_t q;
+    if (net_init(&q, n_layers, sizes, wt, b)) return -1;
+    if (n_steps < 1 || batch < 1) return 0;
+    threads = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
+    if (batch == 1) {
+        net_steps_bs1(&q, x, t, n_steps, lr, mse, threads, work);
+        return 0;
+    }
+    for (int s = 0; s < n_steps; s++)
+        net_step(&q, x + (long)s * batch * D0, t + (long)s * batch * D3, batch, lr, mse, threads, work);
+    return 0;
 }

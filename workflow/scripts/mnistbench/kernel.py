@@ -19,6 +19,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import torch
+
 from mnistbench import files
 
 SOURCE = Path(__file__).with_name("kernel.c")
@@ -134,6 +136,11 @@ def load() -> ctypes.CDLL:
             lib.sgd_steps.restype = None
             lib.fma_gflops.argtypes, lib.fma_gflops.restype = [ctypes.c_long], ctypes.c_double
             lib.work_floats.argtypes, lib.work_floats.restype = [i32], ctypes.c_long
+            # x, t, n_steps, batch, n_layers, sizes, wt[], b[], lr, mse, threads, work
+            lib.mlp_steps.argtypes = [ptr, ptr, i32, i32, i32, ptr, ptr, ptr, f32, i32, i32, ptr]
+            lib.mlp_steps.restype = i32
+            # batch, n_layers, sizes, threads
+            lib.mlp_work_floats.argtypes, lib.mlp_work_floats.restype = [i32, i32, ptr, i32], ctypes.c_long
             _loaded[path] = lib
             return lib
     except OSError as e:  # e.g. a temp dir mounted noexec: the library builds but cannot be mapped
@@ -149,3 +156,83 @@ def fma_gflops(iters: int = 2_000_000, repeats: int = 5) -> float:
     at this rate (spec.Network.flop_per_sample). Builds the kernel; BuildError if it cannot."""
     lib = load()
     return max(lib.fma_gflops(iters) for _ in range(repeats))
+
+
+def _pad16(n: int) -> int:
+    return (n + 15) // 16 * 16
+
+
+class Net:
+    """Any network of the family 784 -> w1 -> ... -> wL -> 10 (1 <= L <= 8), trained by kernel.c's
+    mlp_steps: sigmoid hidden layers, softmax output, plain SGD on the mean loss, as model.grads.
+
+    `sizes` is the whole chain, (784, w1, ..., wL, 10); `params` holds w1, b1, ..., w{L+1},
+    b{L+1} in nn.Linear's layout ([out, in] and [out]), copied here into the kernel's own layout:
+    each weight transposed and zero-padded, [pad(in), pad(out)], each bias [pad(out)], every size
+    rounded up to a multiple of 16. params() returns views of the real part of that storage, so
+    they always show the live weights without a copy.
+    """
+
+    def __init__(self, lib: ctypes.CDLL, sizes, params: dict, threads: int):
+        sizes = tuple(int(s) for s in sizes)
+        if len(sizes) < 3 or len(sizes) > 10 or sizes[0] != 784 or sizes[-1] != 10 or min(sizes) < 1:
+            raise ValueError(f"not a network of the family 784 -> 1..8 hidden layers -> 10: {sizes}")
+        self.lib, self.sizes, self.threads = lib, sizes, max(1, int(threads))
+        self.n_layers = len(sizes) - 1
+        self.wt, self.b = [], []
+        for layer, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):
+            w, b = params[f"w{layer}"], params[f"b{layer}"]
+            if tuple(w.shape) != (fan_out, fan_in) or tuple(b.shape) != (fan_out,):
+                raise ValueError(f"layer {layer}: w {tuple(w.shape)}, b {tuple(b.shape)} for {fan_in} -> {fan_out}")
+            wt = torch.zeros(_pad16(fan_in), _pad16(fan_out))
+            wt[:fan_in, :fan_out] = w.detach().t()
+            bp = torch.zeros(_pad16(fan_out))
+            bp[:fan_out] = b.detach()
+            self.wt.append(wt)
+            self.b.append(bp)
+        # The C side's arguments, built once: the arrays of pointers keep the tensors' addresses.
+        self._sizes = (ctypes.c_int * len(sizes))(*sizes)
+        self._wt = (ctypes.c_void_p * self.n_layers)(*(w.data_ptr() for w in self.wt))
+        self._b = (ctypes.c_void_p * self.n_layers)(*(b.data_ptr() for b in self.b))
+        self._work = torch.empty(0)
+
+    def work_floats(self, batch: int) -> int:
+        """Floats of work memory a step of `batch` rows needs."""
+        return self.lib.mlp_work_floats(batch, self.n_layers, self._sizes, self.threads)
+
+    def steps(self, x: torch.Tensor, t: torch.Tensor, n_steps: int, batch: int, lr: float, mse: bool) -> None:
+        """n_steps consecutive SGD steps, step s on rows [s*batch, (s+1)*batch) of x [n_steps*batch,
+        784] and the one-hot t [n_steps*batch, 10], contiguous float32 rows on the cpu."""
+        rows = n_steps * batch
+        for name, a, width in (("x", x, 784), ("t", t, 10)):
+            if a.dtype != torch.float32 or a.device.type != "cpu" or not a.is_contiguous():
+                raise ValueError(f"{name} must be contiguous float32 on the cpu")
+            if a.dim() != 2 or a.shape[1] != width or a.shape[0] < rows:
+                raise ValueError(f"{name} is {tuple(a.shape)}; {n_steps} steps of {batch} need [{rows}, {width}]")
+        need = self.work_floats(batch)
+        if self._work.numel() < need:
+            self._work = torch.empty(need)
+        rc = self.lib.mlp_steps(
+            x.data_ptr(),
+            t.data_ptr(),
+            n_steps,
+            batch,
+            self.n_layers,
+            self._sizes,
+            self._wt,
+            self._b,
+            lr,
+            bool(mse),
+            self.threads,
+            self._work.data_ptr(),
+        )
+        if rc != 0:
+            raise ValueError(f"kernel rejected the network {self.sizes}")
+
+    def params(self) -> dict[str, torch.Tensor]:
+        """w1, b1, ... in nn.Linear's layout: views of the live weights, not copies."""
+        out = {}
+        for layer, (fan_in, fan_out) in enumerate(zip(self.sizes[:-1], self.sizes[1:]), start=1):
+            out[f"w{layer}"] = self.wt[layer - 1][:fan_in, :fan_out].t()
+            out[f"b{layer}"] = self.b[layer - 1][:fan_out]
+        return out
