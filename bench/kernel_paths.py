@@ -19,7 +19,7 @@ import statistics
 import time
 
 import torch
-from common import data
+from common import NETWORK, data
 from mnistbench import kernel, model
 
 ROWS_PER_CALL = 256  # as the kernel mode: many steps per call below 256 rows per step
@@ -53,7 +53,7 @@ def chunks(d: dict, batch: int):
 def fast_path(lib, d: dict, batch: int):
     """(call, rows): sgd_steps on the seed shape, the parameters laid out as the kernel mode lays
     them out."""
-    p = {k: v.contiguous() for k, v in model.init_params("default", 0).items()}
+    p = {k: v.contiguous() for k, v in model.init_params(NETWORK, "default", 0).items()}
     p["w1"] = p["w1"].t().contiguous()  # the kernel's layout, [784, 16]
     work = torch.empty(lib.work_floats(1))
     steps, rows, rows_of = chunks(d, batch)
@@ -61,7 +61,7 @@ def fast_path(lib, d: dict, batch: int):
     def call(i):
         x, t = rows_of(i)
         # Pointers taken here, from tensors this closure holds: they must outlive fast_path.
-        ptrs = [p[k].data_ptr() for k in model.NAMES]
+        ptrs = [p[k].data_ptr() for k in model.names(NETWORK)]
         lib.sgd_steps(x.data_ptr(), t.data_ptr(), steps, batch, *ptrs, LR, 0, 1, work.data_ptr())
 
     return call, rows
@@ -129,7 +129,7 @@ def main(argv=None):
     print("(a) 784-16-16-10, fast path (sgd_steps) vs generic path (mlp_steps), 1 thread, us/sample")
     seed_ratios = []
     for b in a.seed_batches:
-        fast, gen = per_sample_us(fast_path(lib, d, b), generic_path(lib, model.SIZES, d, b), a.min_time)
+        fast, gen = per_sample_us(fast_path(lib, d, b), generic_path(lib, NETWORK.sizes, d, b), a.min_time)
         seed_ratios.append(f"b{b} {gen / fast:.3g}")
         print(f"  batch {b:5d}: fast {fast:9.3f}  generic {gen:9.3f}  generic/fast {gen / fast:7.3g}", flush=True)
 

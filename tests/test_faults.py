@@ -170,7 +170,7 @@ def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, prepared, monkey
     other.chmod(0o755)
     monkeypatch.setenv("CC", str(other))  # another compiler: the kernel runs, and only they, rerun
     proc = snakemake(tmp_path, cfg, "-n", *runs)
-    assert jobs(proc) == ["train"] and "cpu/kernel/bs64/r0.csv" in proc.stdout
+    assert jobs(proc) == ["train"] and "cpu/mlp-16-16/kernel/bs64/r0.csv" in proc.stdout
 
 
 def test_the_timed_slot_is_one_file_for_every_user(monkeypatch):

@@ -21,6 +21,9 @@ catalog.MODES, describe it in the docs (README.md, config/README.md: tests/test_
 add it to the tests in tests/test_modes.py.
 """
 
+import math
+import time
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -485,10 +488,14 @@ class Numpy(Mode):
 
 
 class Kernel(Mode):
-    """The whole step as one hand-written C kernel (kernel.c, built by kernel.py in setup): each
-    block of samples goes through forward, backward and both W1 products while it is in cache,
-    so the batch is read from memory once (library GEMMs read it twice). Threads: torch's count,
-    at most one per 256 rows (kernel.c's MIN_ROWS).
+    """The whole step as a hand-written C kernel (kernel.c, built by kernel.py in setup), for any
+    network of the family: each layer's forward product, its backward product from the old
+    weights and its in-place update through one cache-blocked matrix product (kernel.Net). The
+    seed's network also has a path of its own, written for its shape (each block of samples goes
+    through forward, backward and both W1 products while it is in cache): setup times both on
+    copies of the weights and keeps the faster, since which one wins depends on the cpu (the shape's
+    path was tuned on AVX-512; on an AVX2 cpu the generic path measured 4-8x faster:
+    bench/kernel_paths.py). Threads: torch's count, none started for small work.
 
     At small batch sizes one call runs ROWS_PER_CALL // batch consecutive steps, in order, with no
     Python between them (a call from Python costs more than a batch-1 step's arithmetic); at batch
@@ -496,15 +503,13 @@ class Kernel(Mode):
     sample's first layer with the updated weights."""
 
     ROWS_PER_CALL = 256
+    TRIALS = 5  # calls of each path timed in setup (the best of them counts)
 
     def __init__(self, *args):
         super().__init__(*args)
-        # The kernel reads raw pointers: every parameter contiguous, and W1 transposed, [784, 16],
-        # the kernel's layout; params() sees it as a [16, 784] view.
-        self.p = {k: v.contiguous() for k, v in self.p.items()}
-        self.w1t = self.p["w1"].t().contiguous()
-        self.p["w1"] = self.w1t.t()
         self.steps_per_call = max(1, self.ROWS_PER_CALL // self.batch_size)
+        self.mse = self.loss != "cross_entropy"
+        self.path = "generic"
 
     def setup(self, batch):
         try:
@@ -515,15 +520,56 @@ class Kernel(Mode):
         if not (x.dtype == t.dtype == torch.float32 and x.is_contiguous() and t.is_contiguous()):
             raise ValueError("kernel needs contiguous float32 rows of x and t, as Mode.epoch gives")
         self.threads = torch.get_num_threads()
-        self.work = torch.empty(self.lib.work_floats(self.threads))
-        ptrs = [self.w1t.data_ptr()] + [self.p[k].data_ptr() for k in ("b1", "w2", "b2", "w3", "b3")]
-        self.args = ptrs + [self.lr, self.loss != "cross_entropy", self.threads, self.work.data_ptr()]
+        n = x.shape[0] // self.batch_size
+        self.net = kernel.Net(self.lib, self.spec.network.sizes, self.p, self.threads)
+        if self.spec.network.sizes != kernel.SHAPE:
+            return
+        # The seed's network: time each path on copies of the weights, keep the faster.
+        fast = self._fast(self.p)
+        trial_fast = self._fast({k: v.clone() for k, v in self.p.items()})
+        trial_net = kernel.Net(self.lib, self.spec.network.sizes, self.p, self.threads)
+        best = {"fast": math.inf, "generic": math.inf}
+        for _ in range(self.TRIALS):
+            for name, run in (
+                ("fast", lambda: self._fast_steps(trial_fast, x, t, n)),
+                ("generic", lambda: trial_net.steps(x, t, n, self.batch_size, self.lr, self.mse)),
+            ):
+                t0 = time.perf_counter()
+                run()
+                best[name] = min(best[name], (time.perf_counter() - t0) / n)
+        self.path = min(best, key=best.get)
+        self.choice = f"fast path {best['fast'] * 1e6:.2f} us/step, generic path {best['generic'] * 1e6:.2f} us/step"
+        if self.path == "fast":
+            self.fast = fast
+            del self.net
+
+    def _fast(self, p: dict) -> dict:
+        """The seed's network as the fast path reads it: every parameter contiguous, W1 transposed
+        ([784, 16], the kernel's layout; params() sees it as a [16, 784] view), and its call's
+        arguments."""
+        p = {k: v.contiguous() for k, v in p.items()}
+        w1t = p["w1"].t().contiguous()
+        p["w1"] = w1t.t()
+        work = torch.empty(self.lib.work_floats(self.threads))
+        ptrs = [w1t.data_ptr()] + [p[k].data_ptr() for k in ("b1", "w2", "b2", "w3", "b3")]
+        return dict(params=p, w1t=w1t, work=work, args=ptrs + [self.lr, self.mse, self.threads, work.data_ptr()])
+
+    def _fast_steps(self, fast: dict, x, t, n: int) -> None:
+        self.lib.sgd_steps(x.data_ptr(), t.data_ptr(), n, self.batch_size, *fast["args"])
 
     def step(self, batch):
         x, _, t = batch  # rows of a contiguous float32 tensor (Mode.epoch): whole batches, in order
         n = x.shape[0] // self.batch_size
-        self.lib.sgd_steps(x.data_ptr(), t.data_ptr(), n, self.batch_size, *self.args)
+        if self.path == "fast":
+            self._fast_steps(self.fast, x, t, n)
+        else:
+            self.net.steps(x, t, n, self.batch_size, self.lr, self.mse)
         return n
+
+    def params(self):
+        if self.path == "fast":
+            return self.fast["params"]
+        return self.net.params() if hasattr(self, "net") else self.p  # before setup: the initial weights
 
 
 class Persistent(Mode):
