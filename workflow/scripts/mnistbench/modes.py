@@ -87,16 +87,22 @@ def _dsoftmax(x):
 
 
 class Seed(Mode):
+    """Its weights as the beginner held them: one (W, b) pair per layer, each step making new ones."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.layers = [(self.p[f"w{i}"], self.p[f"b{i}"]) for i in range(1, len(self.p) // 2 + 1)]
+
     def _forward(self, x):
         """The pre-activations of every hidden layer, the activations (the input first) and the
         output layer's z."""
-        n = len(self.p) // 2
         zs, acts = [], [x]
-        for i in range(1, n):
-            z = acts[-1] @ self.p[f"w{i}"].T + self.p[f"b{i}"]
+        for W, b in self.layers[:-1]:
+            z = acts[-1] @ W.T + b
             zs.append(z)
             acts.append(_sigmoid(z))
-        return zs, acts, acts[-1] @ self.p[f"w{n}"].T + self.p[f"b{n}"]
+        W, b = self.layers[-1]
+        return zs, acts, acts[-1] @ W.T + b
 
     def step(self, batch):
         x, y, _ = batch
@@ -107,20 +113,22 @@ class Seed(Mode):
             d = (out - target) / len(x)
         else:
             d = 2 * (out - target) / len(x) * _dsoftmax(z)
-        lr, new = self.lr, {}
-        for i in range(len(self.p) // 2, 0, -1):
-            w = self.p[f"w{i}"]
-            new[f"w{i}"] = w - lr * (d.T @ acts[i - 1])
-            new[f"b{i}"] = self.p[f"b{i}"] - lr * d.sum(0)
-            if i > 1:
-                d = (d @ w) * _dsigmoid(zs[i - 2])
-        self.p = {k: new[k] for k in self.p}
+        lr, new = self.lr, []
+        for i in range(len(self.layers) - 1, -1, -1):
+            W, b = self.layers[i]
+            new.append((W - lr * (d.T @ acts[i]), b - lr * d.sum(0)))
+            if i > 0:
+                d = (d @ W) * _dsigmoid(zs[i - 1])
+        self.layers = new[::-1]
         out = _softmax(self._forward(x)[-1])
         if self.loss == "cross_entropy":
             loss = -(target * torch.log(out)).sum(-1).mean()
         else:
             loss = ((out - target) ** 2).sum(-1).mean()
         self.last_loss = loss.item()
+
+    def params(self):
+        return {f"{k}{i}": v for i, (W, b) in enumerate(self.layers, 1) for k, v in (("w", W), ("b", b))}
 
 
 # --- correct hand-written backprop --------------------------------------------------------------
@@ -138,15 +146,18 @@ class Manual(Mode):
         self.h = [e(b, w) for w in sizes[1:-1]]  # sigmoid's derivative of each hidden layer
         self.s, self.r, self.u = e(b, sizes[-1]), e(b, 1), e(b, sizes[-1])
         self.g = {k: torch.empty_like(v) for k, v in self.p.items()}
+        # Per layer: its weight, bias and their gradients (updated in place, so named once here).
+        names = [(f"w{i}", f"b{i}") for i in range(1, len(sizes))]
+        self.layers = [(self.p[w], self.p[b], self.g[w], self.g[b]) for w, b in names]
 
     def backward(self, x, t):
         """Fill self.g with the gradients of the mean loss at (x, t)."""
-        p, g, n, s = self.p, self.g, x.shape[0], self.s
+        layers, n, s = self.layers, x.shape[0], self.s
         acts = [x, *self.a]
-        layers = len(acts)
-        for i, a in enumerate(self.a, start=1):
-            torch.addmm(p[f"b{i}"], acts[i - 1], p[f"w{i}"].t(), out=a).sigmoid_()
-        torch.addmm(p[f"b{layers}"], acts[-1], p[f"w{layers}"].t(), out=s)
+        for (w, b, _, _), a_in, a in zip(layers, acts, self.a):
+            torch.addmm(b, a_in, w.t(), out=a).sigmoid_()
+        w, b, _, _ = layers[-1]
+        torch.addmm(b, acts[-1], w.t(), out=s)
         torch.softmax(s, dim=1, out=s)
         d = self.d[-1]
         if self.loss == "cross_entropy":
@@ -155,13 +166,14 @@ class Manual(Mode):
             torch.sub(s, t, out=d).mul_(2.0 / n)  # dL/ds
             torch.sum(torch.mul(d, s, out=self.u), dim=1, keepdim=True, out=self.r)
             d.sub_(self.r).mul_(s)
-        for i in range(layers, 0, -1):
-            a = acts[i - 1]
-            torch.mm(d.t(), a, out=g[f"w{i}"])
-            torch.sum(d, 0, out=g[f"b{i}"])
-            if i > 1:
-                h = torch.addcmul(a, a, a, value=-1.0, out=self.h[i - 2])
-                d = torch.mm(d, p[f"w{i}"], out=self.d[i - 2]).mul_(h)
+        for i in range(len(layers) - 1, -1, -1):
+            w, _, gw, gb = layers[i]
+            a = acts[i]
+            torch.mm(d.t(), a, out=gw)
+            torch.sum(d, 0, out=gb)
+            if i > 0:
+                h = torch.addcmul(a, a, a, value=-1.0, out=self.h[i - 1])
+                d = torch.mm(d, w, out=self.d[i - 1]).mul_(h)
 
     def step(self, batch):
         x, _, t = batch
@@ -436,6 +448,9 @@ class Numpy(Mode):
         self.h = [e(b, w) for w in sizes[1:-1]]  # sigmoid's derivative of each hidden layer
         self.s, self.r, self.u = e(b, sizes[-1]), e(b, 1), e(b, sizes[-1])
         self.g = {k: np.empty_like(v) for k, v in self.np.items()}
+        # Per layer: its weight, bias and their gradients (updated in place, so named once here).
+        names = [(f"w{i}", f"b{i}") for i in range(1, len(sizes))]
+        self.layers = [(self.np[w], self.np[b], self.g[w], self.g[b]) for w, b in names]
 
     def epoch(self, data, perm):
         x, t = data["x"][perm].numpy(), data["t"][perm].numpy()
@@ -443,18 +458,18 @@ class Numpy(Mode):
         return ((x[i : i + b], None, t[i : i + b]) for i in range(0, len(perm) - b + 1, b))
 
     def backward(self, x, t):
-        p, g, n, s, r = self.np, self.g, x.shape[0], self.s, self.r
+        layers, n, s, r = self.layers, x.shape[0], self.s, self.r
         acts = [x, *self.a]
-        layers = len(acts)
-        for i, a in enumerate(self.a, start=1):
-            np.matmul(acts[i - 1], p[f"w{i}"].T, out=a)
-            a += p[f"b{i}"]
+        for (w, b, _, _), a_in, a in zip(layers, acts, self.a):
+            np.matmul(a_in, w.T, out=a)
+            a += b
             np.negative(a, out=a)
             np.exp(a, out=a)
             a += 1.0
             np.reciprocal(a, out=a)
-        np.matmul(acts[-1], p[f"w{layers}"].T, out=s)
-        s += p[f"b{layers}"]
+        w, b, _, _ = layers[-1]
+        np.matmul(acts[-1], w.T, out=s)
+        s += b
         s -= np.max(s, axis=1, keepdims=True, out=r)
         np.exp(s, out=s)
         s /= np.sum(s, axis=1, keepdims=True, out=r)
@@ -467,15 +482,16 @@ class Numpy(Mode):
             np.sum(np.multiply(d, s, out=self.u), axis=1, keepdims=True, out=r)
             d -= r
             d *= s
-        for i in range(layers, 0, -1):
-            a = acts[i - 1]
-            np.matmul(d.T, a, out=g[f"w{i}"])
-            np.sum(d, axis=0, out=g[f"b{i}"])
-            if i > 1:
-                h = self.h[i - 2]
+        for i in range(len(layers) - 1, -1, -1):
+            w, _, gw, gb = layers[i]
+            a = acts[i]
+            np.matmul(d.T, a, out=gw)
+            np.sum(d, axis=0, out=gb)
+            if i > 0:
+                h = self.h[i - 1]
                 np.subtract(1.0, a, out=h)
                 h *= a
-                d = np.matmul(d, p[f"w{i}"], out=self.d[i - 2])
+                d = np.matmul(d, w, out=self.d[i - 1])
                 d *= h
 
     def step(self, batch):
