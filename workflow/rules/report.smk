@@ -6,9 +6,11 @@
 # The package modules a rule's script imports are its inputs (depends.sources).
 # Other machines' results/summary/runs.csv (their epochs/environment/transfer/profile tables
 # next to it come along), merged by host in `aggregate`.
-from mnistbench import catalog
+from mnistbench import catalog, reference
 
 MERGE = config["merge_runs"]
+# Reference machines shown beside this run's results (their runs.csv; mnistbench/reference.py).
+REFERENCES = [str(p) for p in reference.runs_files()] if config["reference"] else []
 # The registries: name, category and label of every figure and of every analysis table.
 FIGURES = list(catalog.FIGURES)
 FIGURE_OUTPUTS = {
@@ -88,6 +90,7 @@ rule analyse:
         transfer="results/summary/transfer.csv",
         environment="results/summary/environment.csv",
         profile="results/summary/profile.csv",
+        references=REFERENCES,
         code=depends.sources("analysis"),
     output:
         **FIGURE_PAGES,

@@ -28,7 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from mnistbench import catalog, files, machines, uncertainty, words
+from mnistbench import catalog, files, machines, reference, uncertainty, words
 from mnistbench.aggregate import check_settings, succeeded, summarise, usable
 from mnistbench.catalog import MODES
 from mnistbench.devices import HOST, host_first
@@ -772,8 +772,29 @@ def disagreeing(runs: pd.DataFrame, use=("ok",), limit=1.25) -> pd.DataFrame:
 # --- the rule -----------------------------------------------------------------------------------
 
 
-def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
-    """All tables and the findings, from data frames (no files): what the tests call."""
+def beside(own: pd.DataFrame, name: str, refs: list, computed: dict) -> pd.DataFrame:
+    """A table of this run's (`reference` empty) with the same table of every reference machine
+    below it (`reference`: its label), each computed from its own runs alone."""
+    parts = [own.assign(reference="")] + [computed[r.label][name].assign(reference=r.label) for r in refs]
+    return pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
+
+
+def reference_tables(ref, use) -> dict:
+    """The tables a reference machine shows beside this run's: its ladder, map and crossovers."""
+    reps = replicates(ref.runs, use)
+    fit_reps = fit_replicates(ref.runs, use, reps)
+    fit = fits(ref.runs, use, fit_reps)
+    return dict(
+        ladder=ladder(ref.runs, use, reps),
+        map=network_map(ref.runs, use, reps),
+        crossover=crossover(fit, ref.runs, use, fit_reps),
+    )
+
+
+def analyse(runs, transfer, prof, env, cfg, references=()) -> tuple[dict, dict]:
+    """All tables and the findings, from data frames (no files): what the tests call.
+    `references`: reference.Reference machines, whose ladder, map and crossovers stand beside
+    this run's (their `reference` column names them)."""
     q = cfg.get("quality") or {}
     use = tuple(q.get("use", ["ok"]))
     raw, runs = runs, machines.places(runs)
@@ -781,13 +802,16 @@ def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
     reps = replicates(runs, use)
     fit_reps = fit_replicates(runs, use, reps)
     fit = fits(runs, use, fit_reps, place_gflops(runs, env))
+    refs = list(references)
+    computed = {r.label: reference_tables(r, use) for r in refs}
     tables = dict(
         runs=runs,
         fits=fit,
-        crossover=crossover(fit, runs, use, fit_reps),
+        crossover=beside(crossover(fit, runs, use, fit_reps), "crossover", refs, computed),
         speedup=speedup(runs, use, reps),
-        map=network_map(runs, use, reps),
-        ladder=ladder(runs, use, reps),
+        map=beside(network_map(runs, use, reps), "map", refs, computed),
+        ladder=beside(ladder(runs, use, reps), "ladder", refs, computed),
+        references=refs,
         bandwidth=bw,
         dataloader=dataloader(runs, bw, prof, use, reps),
         profile=prof,
@@ -802,7 +826,9 @@ def analyse(runs, transfer, prof, env, cfg) -> tuple[dict, dict]:
 
 def run(inp, out, cfg, log=print) -> None:
     runs, prof = pd.read_csv(inp.runs), pd.read_csv(inp.profile)
-    tables, found = analyse(runs, pd.read_csv(inp.transfer), prof, pd.read_csv(inp.environment), cfg)
+    refs, notes = reference.load_all(inp.get("references", []))
+    tables, found = analyse(runs, pd.read_csv(inp.transfer), prof, pd.read_csv(inp.environment), cfg, refs)
+    found[None] += notes
     for name in catalog.TABLES:  # every table of the registry (workflow/rules/report.smk)
         files.write_csv(out[name], tables[name])
     files.write_text(out.summary_md, words.summary_md(found, cfg, tables["environment"], tables))

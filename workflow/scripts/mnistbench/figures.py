@@ -130,15 +130,22 @@ def grid(n_panels: int, ncols: int, size=(6.5, 4.5)):
     return fig, list(axes.flat[:n_panels])
 
 
+def hosts_of(df) -> list:
+    """The places of a table, sorted, this run's first and reference machines' (a `reference`
+    label, analysis.beside) after them."""
+    ref = df["reference"].fillna("").astype(str) if "reference" in df.columns else pd.Series("", index=df.index)
+    return sorted(set(df["host"]), key=lambda h: (bool((ref[df["host"] == h] != "").any()), h))
+
+
 def host_device_panels(df) -> list:
-    """(host, device) pairs, hosts sorted, the cpu first within a host."""
-    return [(h, d) for h in sorted(set(df["host"])) for d in host_first(df[df["host"] == h]["device"])]
+    """(host, device) pairs, hosts sorted (reference machines last), the cpu first within a host."""
+    return [(h, d) for h in hosts_of(df) for d in host_first(df[df["host"] == h]["device"])]
 
 
 def host_model_panels(df) -> list:
-    """(host, network) pairs, hosts sorted, the networks in the order of the table (the analysis
-    gives them smallest first)."""
-    return [(h, m) for h in sorted(set(df["host"])) for m in dict.fromkeys(df[df["host"] == h]["model"])]
+    """(host, network) pairs, hosts sorted (reference machines last), the networks in the order of
+    the table (the analysis gives them smallest first)."""
+    return [(h, m) for h in hosts_of(df) for m in dict.fromkeys(df[df["host"] == h]["model"])]
 
 
 def panel_title(base: str, host, model, hosts, models) -> str:
@@ -221,7 +228,7 @@ def ladder_finding(lad: pd.DataFrame) -> str:
     accelerator ran, its best mode against the cpu's best at both batch sizes, with 95 %
     intervals (of the first host's first network: the others' are in their panels' words)."""
     parts = []
-    host = sorted(set(lad["host"]))[0]
+    host = hosts_of(lad)[0]
     h = lad[lad["host"] == host]
     h = h[h["model"] == h["model"].iloc[0]]
     for device in host_first(h["device"]):
@@ -417,8 +424,11 @@ def map_(m: pd.DataFrame) -> plt.Figure:
     title = "Where the accelerator wins, per network"
     if m.empty:
         return note_figure(title, "No network ran successfully: nothing to map.")
-    accelerated = m[m["device"] != HOST]
-    panels = host_device_panels(accelerated) if len(accelerated) else [(h, HOST) for h in sorted(set(m["host"]))]
+    # A place's accelerators, or where it has none its cpu alone; reference machines after this run.
+    panels = []
+    for h in hosts_of(m):
+        devices = [d for d in host_first(m[m["host"] == h]["device"]) if d != HOST]
+        panels += [(h, d) for d in devices] or [(h, HOST)]
     hosts = {h for h, _ in panels}
     sizes = sorted(set(m["batch_size"]))
     order = list(dict.fromkeys(m.sort_values(["flop_per_sample", "model"])["model"]))
@@ -477,17 +487,20 @@ def map_(m: pd.DataFrame) -> plt.Figure:
         ax.set_yticks(np.arange(len(table)) + 0.5, [f"{k}\n{flop(v)}" for k, v in flops.items()], rotation=0)
         ax.set(xlabel="batch size", ylabel="network (FLOP per sample)")
         ax.set_title(label + (f" — {host}" if len(hosts) > 1 else ""))
-    fig.suptitle(map_finding(m, panels[0]))
+    fig.suptitle(map_finding(m, panels), wrap=True)
     fig.tight_layout()
     return fig
 
 
-def map_finding(m: pd.DataFrame, panel) -> str:
+def map_finding(m: pd.DataFrame, panels) -> str:
     """The map's title: for the first panel, the networks the accelerator beats the cpu on and
-    from which batch size, or that no accelerator ran."""
-    host, device = panel
+    from which batch size, or that no accelerator ran (and then what the first reference
+    machine's accelerator does)."""
+    host, device = panels[0]
     if device == HOST:
-        return f"No accelerator ran on {host}: the cpu's side of the map only"
+        title = f"No accelerator ran on {host}: the cpu's side of the map only"
+        beside = [(h, d) for h, d in panels[1:] if d != HOST]
+        return title + (f"; beside it, {beside[0][0]}: {map_finding(m, beside)}" if beside else "")
     p = m[(m["host"] == host) & (m["device"] == device)].drop_duplicates("model")
     p = p.sort_values("flop_per_sample")
     parts = [

@@ -122,11 +122,17 @@ def networks_of(lad: pd.DataFrame) -> list:
     return list(dict.fromkeys(lad["model"]))
 
 
-def headline(tables: dict) -> list[str]:
+def own(df: pd.DataFrame, label: str = "") -> pd.DataFrame:
+    """The rows of this run (or, with a label, of that reference machine) of a table that may hold
+    reference machines' rows beside this run's (analysis.beside)."""
+    return df[df["reference"].fillna("") == label] if "reference" in df.columns else df
+
+
+def headline(tables: dict, label: str = "") -> list[str]:
     """Per host, device and network: the beginner's code at the smallest batch, the best mode
     there and at the largest batch, with the factors; where an accelerator ran, where it
-    overtakes the cpu."""
-    lad, cross = tables["ladder"], tables["crossover"]
+    overtakes the cpu. Of this run, or with a label of that reference machine."""
+    lad, cross = own(tables["ladder"], label), own(tables["crossover"], label)
     if "same_as_best" not in lad.columns:  # a ladder without intervals (e.g. built by hand)
         lad = lad.assign(**{c: np.nan for c in ("samples_per_s_lo", "samples_per_s_hi", "over_seed_lo")})
         lad = lad.assign(over_seed_hi=np.nan, same_as_best=np.nan)
@@ -530,6 +536,9 @@ def summary_md(found: dict, cfg: dict, env: pd.DataFrame, tables: dict | None = 
                 f"torch {r['torch']}, python {r['python']}, cuda {r['cuda']}; {r['platform']}"
             )
         lines += [f"- {s}" for s in sentences] + [""]
+    for ref in tables.get("references", []) if tables is not None else []:
+        lines += [f"## Reference machine: {ref.label}", "", reference_about(ref), ""]
+        lines += [f"- {s}" for s in headline(tables, ref.label) + per_network_lines(tables, ref.label)] + [""]
     if tables is not None:
         if len(tables["disagreeing"]):
             lines += ["## Repeats that disagree", ""] + [f"- {s}" for s in disagreements(tables)] + [""]
@@ -557,12 +566,30 @@ def bullets(lines) -> str:
     return "".join(f"- {s}\n" for s in lines)
 
 
-def per_network_lines(tables: dict) -> list[str]:
+def reference_about(ref) -> str:
+    """What a reference machine is, and that its numbers are not this run's."""
+    return (
+        f"Measured on another machine with its own config and code, not merged into this run's numbers "
+        f"(bench/reference/{ref.name}; `reference: false` hides it): {ref.about}."
+    )
+
+
+def reference_lines(tables: dict, per_network: bool = False) -> list[str]:
+    """Each reference machine's headline (or its sentences per network), every line naming it."""
+    out = []
+    for ref in tables.get("references", []):
+        lines = per_network_lines(tables, ref.label) if per_network else headline(tables, ref.label)
+        out += [f"{ref.label}: {s}" for s in lines]
+    return out
+
+
+def per_network_lines(tables: dict, label: str = "") -> list[str]:
     """One sentence per network and place (network_sentences), the place named where there are
-    several."""
+    several; of this run, or with a label of that reference machine."""
     m = tables.get("map")
     if m is None or m.empty:
         return []
+    m = own(m, label)
     hosts = sorted(set(m["host"]))
     return [f"{host}: {s}" if len(hosts) > 1 else s for host in hosts for s in network_sentences(m, host)]
 
@@ -654,12 +681,14 @@ def rst_pages(tables: dict, found: dict, cfg: dict | None = None) -> dict:
     words beside each figure of the registry (catalog.FIGURES); a figure without its page is an
     error here, not an empty page in the report."""
     pages = {"answer": answer(found, tables)}
-    pages["ladder"] = bullets(headline(tables)) if len(tables["ladder"]) else "No mode ran successfully.\n"
+    pages["ladder"] = bullets(headline(tables) + reference_lines(tables)) or "No mode ran successfully.\n"
     pages["throughput"] = "Fits on this run (a = fixed cost per step, b = cost per sample):\n\n" + (
         fit_table(tables["fits"]) or "none.\n"
     )
     pages["speedup"] = speedup_page(tables["speedup"])
-    pages["map"] = bullets(per_network_lines(tables)) or "No network ran successfully.\n"
+    pages["map"] = bullets(per_network_lines(tables) + reference_lines(tables, per_network=True)) or (
+        "No network ran successfully.\n"
+    )
     pages["cost"] = cost_page(tables["fits"])
     prof = tables["profile"]
     ok = succeeded(prof)
