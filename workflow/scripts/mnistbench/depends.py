@@ -5,6 +5,7 @@ read from their imports). Torch-free: the Snakefile computes both for every invo
 """
 
 import ast
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -63,6 +64,8 @@ def sources(*modules: str, scripts: tuple = ()) -> list[str]:
     return sorted(seen.values())
 
 
+@functools.cache  # once per process: reading the imports of 22 files costs ~0.35 s, and a warm
+# worker whose sources changed exits before it trains again (worker.fingerprint)
 def code_fingerprint(task: str = "train") -> str:
     """Hash of the source that a timed job of `task` runs (its script, the worker that serves it
     and the task's module, with everything they import): it changes exactly when a run's code
