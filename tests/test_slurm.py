@@ -432,7 +432,7 @@ def test_repeats_on_two_identical_nodes_pool_into_one_row(cpu_run):
     summary row per combination with both repeats, one fit per mode."""
     jobs, tables = cpu_run["jobs"], cpu_run["tables"]
     train = jobs[jobs.Comment.str.startswith("rule_train_")].copy()
-    train[["mode", "batch_size", "repeat"]] = train.Comment.str.extract(r"_cpu_(\w+?)_(\d+)_(\d+)$").values
+    train[["mode", "batch_size", "repeat"]] = train.Comment.str.extract(r"_cpu_mlp-16-16_(\w+?)_(\d+)_(\d+)$").values
     for _, g in train.groupby(["mode", "batch_size"]):
         assert len(g) == REPEATS and g.NodeList.nunique() == REPEATS, train.to_string()
     runs = tables["results/summary/runs.csv"]
@@ -492,7 +492,7 @@ def test_each_gpu_model_lands_on_its_node_and_fails_clearly(cuda_run):
     table = jobs.to_string()
     assert sorted(jobs.JobID, key=int) == sorted(submitted, key=int), table
     for model, node in GPU_NODE.items():
-        job = jobs[jobs.Comment == f"rule_train_wildcards_cuda@{model}_module_16_0"]
+        job = jobs[jobs.Comment == f"rule_train_wildcards_cuda@{model}_mlp-16-16_module_16_0"]
         assert len(job) == 1, table
         job = job.iloc[0]
         assert job.Partition == "gpu" and job.NodeList == node, table

@@ -368,7 +368,7 @@ def test_the_profile_job_prints_no_cuda_probe_error(finished):
     if "gpuGetDeviceCount" not in bare.stdout + bare.stderr:
         pytest.skip("this machine's profiler prints no GPU probe error to suppress")
     log = (wd / "logs/profile/cpu.log").read_text()
-    assert "cpu manual bs4: ok" in log
+    assert "cpu mlp-16-16 manual bs4: ok" in log
     assert "gpuGetDeviceCount" not in proc.stderr + proc.stdout + log
 
 

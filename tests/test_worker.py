@@ -282,7 +282,7 @@ def test_the_worker_profiles_what_an_in_process_profile_does(served, monkeypatch
     keys = ["mode", "batch_size", "status", "split", "steps", "threads"]
     assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys] for r in local]
     assert all(r["status"] == "ok" and r["ops_step"] > 0 for r in rows) and set(rows[0]) == set(records.PROFILE_COLUMNS)
-    assert "cpu manual bs1: ok" in Path(req["log_path"]).read_text()  # progress goes to the job's log
+    assert "cpu mlp-16-16 manual bs1: ok" in Path(req["log_path"]).read_text()  # progress goes to the job's log
     with pytest.raises(BenchError, match="refused the request: modes \\['nope'\\] are not a list of known modes"):
         worker.profile(dict(ask, modes=["nope"]), str(sock))
 

@@ -3,8 +3,7 @@
 Each local `train` job is a short client (standard library only): it asks a worker to train its
 combination and writes the returned row and record itself; the `profile` job asks the first
 repeat's worker for its rows the same way. A worker imports torch once, serves one request at a
-time, resets torch.compile's in-memory state before each run (each run compiles; inductor's
-disk cache stays, as for a user's second run) and exits after `IDLE_S` seconds in which no
+time (each run compiles afresh: see modes.Compiled) and exits after `IDLE_S` seconds in which no
 timed run held the machine, when its code changed, or after a CUDA error
 (which can leave the process's CUDA context broken for good).
 
@@ -515,9 +514,6 @@ def _output_to(path):
 
 def _run(req: dict, task, torch) -> dict:
     """`task` (train.train, or profiling.profile_device for a profile job) on the request."""
-    # Every run compiles again (in-memory state cleared). Inductor's disk cache stays, so after
-    # the first run of a graph `setup_s` is a warm-cache compile, as a user's second run is.
-    torch.compiler.reset()
     log_path = req.pop("log_path", os.devnull)  # the rest are the task's arguments
     with _output_to(log_path) as f, timed_slot(log=lambda msg: print(msg, file=f)):
         try:
