@@ -210,6 +210,109 @@ def test_kernel_step_is_one_step_of_the_float64_gradient(n, network, loss):
         torch.testing.assert_close(got, ref[k], rtol=1e-3, atol=1e-4 * float(ref[k].abs().max()), msg=k)
 
 
+def mnist_like(n, seed=0, normalised=False):
+    """Rows with MNIST's structure: ~80 % of the pixels exactly 0 (a centred blob of strokes),
+    as the pipeline's x / 255; `normalised`: then (x - mean) / std, where the background is
+    -mean / std, not 0."""
+    g = torch.Generator().manual_seed(seed)
+    centre = torch.zeros(28, 28)
+    centre[4:24, 6:22] = 0.6
+    x = torch.rand(n, 784, generator=g) * (torch.rand(n, 784, generator=g) < centre.reshape(-1))
+    if normalised:
+        x = (x - 0.1307) / 0.3081
+    y = torch.randint(0, 10, (n,), generator=g)
+    return x.contiguous(), y, torch.nn.functional.one_hot(y, 10).float()
+
+
+@needs_cc
+@pytest.mark.parametrize("normalised", [False, True])
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("network", [SEED, "mlp-7-300"])
+@pytest.mark.parametrize("n", [1, 37, 600])
+def test_sparse_step_is_one_step_of_the_float64_gradient(n, network, loss, normalised):
+    """One step of `sparse` on mostly-background rows (0, or -mean/std once normalised: then W1
+    is held as A + u and the forward product uses A's running row sum) is the whole batch's true
+    gradient, with the layer-1 update split among threads by columns (600 rows, 3 threads)."""
+    s = spec_of(network, loss=loss, lr=100.0)
+    p = model.init_params(s.network, "default", 8)
+    x, y, t = mnist_like(n, seed=3, normalised=normalised)
+    ref = autograd64(p, x, y, loss)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        mode = CLASSES["sparse"](s, p, "cpu", n)
+        mode.setup((x, y, t))
+        mode.step((x, y, t))
+    finally:
+        torch.set_num_threads(threads)
+    assert mode.background == pytest.approx(-0.1307 / 0.3081 if normalised else 0.0)
+    for k in model.names(s.network):
+        got = (p[k].double() - mode.params()[k].double()) / 100.0
+        torch.testing.assert_close(got, ref[k], rtol=1e-3, atol=1e-4 * float(ref[k].abs().max()), msg=k)
+
+
+@needs_cc
+@pytest.mark.parametrize("normalised", [False, True])
+@pytest.mark.parametrize("network", [SEED, "mlp-17-33-5-64"])
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_sparse_trains_as_kernel_and_float64_over_a_short_run(batch_size, network, normalised):
+    """Several consecutive steps (one call per 256 rows, an epoch in items): `sparse` ends where
+    the float64 reference and `kernel` end, on mostly-background rows."""
+    s = spec_of(network, loss="cross_entropy", lr=0.5)
+    state = model.initial_state(s, 4)
+    x, y, t = mnist_like(96, seed=5, normalised=normalised)
+    data, perm = {"x": x, "y": y, "t": t}, torch.randperm(96, generator=torch.Generator().manual_seed(1))
+    got = {}
+    for name in ("sparse", "kernel"):
+        mode = CLASSES[name](s, state, "cpu", batch_size)
+        items = list(mode.epoch(data, perm))
+        mode.setup(items[0])
+        assert sum(mode.step(b) for b in items) == 96 // batch_size
+        got[name] = {k: v.double() for k, v in mode.params().items()}
+    ref_batches = [
+        (x[perm[i : i + batch_size]], y[perm[i : i + batch_size]], t[perm[i : i + batch_size]])
+        for i in range(0, 96, batch_size)
+    ]
+    ref = reference_training(state, ref_batches, "cross_entropy", 0.5)
+    assert sum(float((ref[k] - state[k].double()).abs().max()) for k in ref) > 1e-2  # it really trained
+    for k in ref:
+        torch.testing.assert_close(got["sparse"][k], ref[k], **TOL, msg=f"sparse {k}")
+        torch.testing.assert_close(got["sparse"][k], got["kernel"][k], **TOL, msg=f"sparse vs kernel {k}")
+
+
+@needs_cc
+def test_sparse_running_row_sum_does_not_drift_over_an_epoch():
+    """The kernel keeps S = sum_k A[k] as a running row (for a background other than 0) and
+    recomputes it at the start of every call (the mode's calls are at most 256 steps). Measured
+    over a whole epoch of 60000 real-size synthetic samples, normalised, at batch 1: run in ONE
+    call (no resync, the worst case) S drifts 2.5e-5 of its scale from A's true sum; over one call
+    of 256 steps, 9e-7 (float32 round-off). The bounds hold both with room."""
+    from mnistbench import synthetic
+
+    files = synthetic.make(n_train=60000, n_test=1, seed=2)
+    x = torch.from_numpy(files["train-images-idx3-ubyte.gz"].reshape(60000, 784)).float() / 255.0
+    x = ((x - x.mean()) / x.std()).contiguous()
+    y = torch.from_numpy(files["train-labels-idx1-ubyte.gz"]).long()
+    t = torch.nn.functional.one_hot(y, 10).float()
+    s = spec_of(loss="cross_entropy", lr=0.05)
+    p = model.init_params(s.network, "default", 1)
+    lib = kernel.load()
+    background = float(torch.mode(x[:256].reshape(-1)).values)
+    assert background != 0.0
+    net = kernel.SparseNet(lib, s.network.sizes, p, 1, background)
+
+    def drift():
+        exact = net.wt[0][:784].double().sum(0)
+        return float((net.s.double() - exact).abs().max() / exact.abs().max())
+
+    net.steps(x, t, 60000, 1, 0.05, False)
+    epoch = drift()
+    net.steps(x, t, 256, 1, 0.05, False)  # one call of the mode: S recomputed at its start
+    call = drift()
+    print(f"drift of S: {epoch:.3g} after an epoch in one call, {call:.3g} after a call of 256 steps")
+    assert epoch < 1e-4 and call < 1e-5
+
+
 def test_kernel_without_a_c_compiler_is_unsupported_not_a_crash(monkeypatch):
     from mnistbench.modes import Unsupported
 

@@ -52,6 +52,7 @@ MODES = {
     "cudagraph": ModeInfo("CudaGraph", kinds=("cuda",)),
     "numpy": ModeInfo("Numpy", kinds=("cpu",), networks="family", why_networks=FAMILY_ONLY),
     "kernel": ModeInfo("Kernel", kinds=("cpu",), needs="compiler", networks="family", why_networks=FAMILY_ONLY),
+    "sparse": ModeInfo("Sparse", kinds=("cpu",), needs="compiler", networks="family", why_networks=FAMILY_ONLY),
     "persistent": ModeInfo(
         "Persistent",
         kinds=("cuda",),

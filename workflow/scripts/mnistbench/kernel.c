@@ -755,9 +755,177 @@ static long net_work(const net_t *q, int n, int threads) {
     return f;
 }
 
+/* ---- Sparse layer 1: the `sparse` mode -------------------------------------------------------
+
+MNIST's pixels are mostly one background value (0 in this pipeline's x / 255, where ~81 % of
+the raw pixels are 0; -mean/std under a (x - mean) / std normalisation). Layer 1's two products,
+784 x w1 each per sample (~95 % of mlp-16-16's arithmetic), then only need the pixels that
+differ from it. Exactly the same function, not an approximation:
+
+    Wt_1[k] = A[k] + u for every pixel k (A is wt[0], u one row of w1 floats, both kept)
+    x = c 1 + s, with c the background value and s nonzero only where x differs from c
+
+  forward   sum_k x_k Wt_1[k] = c S + sum_{s_k != 0} s_k A[k] + (784 c + sum_k s_k) u,
+            S = sum_k A[k] kept as a running row (the identity is exact algebra; only float
+            round-off differs from the dense sum's, as any reordering of a sum does)
+  update    Wt_1[k] += x_k nd (nd = -lr dL/dz1, per row of the batch) is
+            A[k] += s_k nd on the nonzero s_k only,  u += c nd,  S += (sum_k s_k) nd
+            (0 * nd leaves a weight as it is, so skipping s_k = 0 is the dense update)
+
+With c = 0 (this pipeline) u and S stay exactly 0 and unused; the c != 0 terms cost O(w1) per
+row. Either way a row costs O(nonzeros x w1) plus one scan of its 784 inputs (a vector compare,
+8 at a time). S is a running sum whose round-off could drift from sum_k A[k] over many updates:
+it is recomputed from A at the start of every call (every call of the mode: at most 256 steps).
+Measured (tests/test_modes.py, normalised synthetic data at batch 1): over a whole 60000-sample
+epoch in one call, with no resync, S drifts 2.5e-5 of its scale from A's true sum; over one call
+of 256 steps, 9e-7, float32 round-off. Every other layer is the generic path's (net_step,
+net_steps_bs1). */
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+typedef struct {
+    float c;    /* the background value */
+    float *u;   /* [pad1]: Wt_1[k] = A[k] + u */
+    float *s;   /* [pad1]: S = sum_k A[k] (c != 0 only) */
+    int *idx;   /* [rows][784]: each row's pixels that differ from c, in order */
+    float *val; /* [rows][784]: x - c at those pixels */
+    int *cnt;   /* [rows]: how many */
+    float *sum; /* [rows]: the sum of val */
+} sp_t;
+
+/* Groups of 16 columns per strip of the forward product (as vm_pass's STRIP). */
+enum { SP_STRIP = MLP_CH / 2 > 1 ? MLP_CH / 2 : 1 };
+
+/* Work floats of the sparse lists of n rows (two at batch 1: this sample's and the next). */
+static long sp_work(int n) { return 2L * (n < 2 ? 2 : n) * (D0 + 1); }
+
+static sp_t sp_lists(float c, float *u, float *s, float *w, int n) {
+    n = n < 2 ? 2 : n;
+    return (sp_t){c, u, s, (int *)w, w + (long)n * D0, (int *)(w + 2L * n * D0), w + 2L * n * D0 + n};
+}
+
+/* Row r's list: the pixels of x [784] that differ from c (x - c != 0: NaN counts as nonzero). */
+static void sp_gather(const sp_t *sp, const float *restrict x, int r) {
+    int *restrict idx = sp->idx + (long)r * D0, n = 0;
+    float *restrict val = sp->val + (long)r * D0, sum = 0.0f, c = sp->c;
+#if defined(__AVX__)
+    const __m256 cv = _mm256_set1_ps(c), zero = _mm256_setzero_ps();
+    for (int k = 0; k < D0; k += 8) {
+        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + k), cv);
+        unsigned m = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(v, zero, _CMP_NEQ_UQ));
+        while (m) {
+            int j = __builtin_ctz(m);
+            float vj = x[k + j] - c;
+            idx[n] = k + j, val[n++] = vj, sum += vj;
+            m &= m - 1;
+        }
+    }
+#else
+    for (int k = 0; k < D0; k++) {
+        float v = x[k] - c;
+        idx[n] = k, val[n] = v, sum += v;
+        n += v != 0.0f;
+    }
+#endif
+    sp->cnt[r] = n, sp->sum[r] = sum;
+}
+
+/* z[0..16 sv) = sum_j val[j] A[idx[j]] over one strip of sv groups of 16 columns (A's row stride
+   p); MLP_CH / sv chains over the list hide the FMA latency. */
+static inline __attribute__((always_inline)) void sp_fwd_strip(const int sv, const float *restrict a, long p,
+                                                               const int *restrict idx, const float *restrict val,
+                                                               int n, float *restrict z) {
+    const int ku = MLP_CH / sv > 1 ? MLP_CH / sv : 1, nw = sv * VPR;
+    vn acc[MLP_CH][8];
+    for (int u = 0; u < ku; u++)
+        for (int w = 0; w < nw; w++) acc[u][w] = (vn){0};
+    int j = 0;
+    for (; j + ku <= n; j += ku)
+        for (int u = 0; u < ku; u++) {
+            const float *ap = a + idx[j + u] * p;
+            for (int w = 0; w < nw; w++) acc[u][w] += val[j + u] * vnload(ap + VL * w);
+        }
+    for (; j < n; j++)
+        for (int w = 0; w < nw; w++) acc[0][w] += val[j] * vnload(a + idx[j] * p + VL * w);
+    for (int w = 0; w < nw; w++) {
+        vn sum = acc[0][w];
+        for (int u = 1; u < ku; u++) sum += acc[u][w];
+        vnstore(z + VL * w, sum);
+    }
+}
+
+/* Layer 1's pre-activation of row r (its list gathered), z [p], from the weights as they are. */
+static void sp_fwd(const sp_t *sp, const float *a, int p, int r, float *z) {
+    const int *idx = sp->idx + (long)r * D0, n = sp->cnt[r];
+    const float *val = sp->val + (long)r * D0;
+    for (int g = 0; g < p / 16;) {
+        int left = p / 16 - g;
+        if (left >= 4 && SP_STRIP >= 4) sp_fwd_strip(4 <= SP_STRIP ? 4 : 1, a + 16 * g, p, idx, val, n, z + 16 * g), g += 4;
+        else if (left >= 2 && SP_STRIP >= 2) sp_fwd_strip(2 <= SP_STRIP ? 2 : 1, a + 16 * g, p, idx, val, n, z + 16 * g), g += 2;
+        else sp_fwd_strip(1, a + 16 * g, p, idx, val, n, z + 16 * g), g += 1;
+    }
+    if (sp->c != 0.0f) {
+        float k1 = D0 * sp->c + sp->sum[r];
+        for (int o = 0; o < p; o += VL) vnstore(z + o, vnload(z + o) + sp->c * vnload(sp->s + o) + k1 * vnload(sp->u + o));
+    }
+}
+
+/* A[k][c0..c1) += val_k alpha d over row r's list (alpha d = -lr dL/dz1 of that row, [p]). */
+static void sp_upd(const sp_t *sp, float *a, int p, int r, const float *d, float alpha, int c0, int c1) {
+    const int *idx = sp->idx + (long)r * D0, n = sp->cnt[r];
+    const float *val = sp->val + (long)r * D0;
+    if (c1 - c0 == 16 && VPR <= 2) { /* the narrow layer: nd in registers for the whole list */
+        vn n0 = alpha * vnload(d + c0), n1 = VPR == 2 ? alpha * vnload(d + c0 + VL) : (vn){0};
+        for (int j = 0; j < n; j++) {
+            float *ap = a + (long)idx[j] * p + c0;
+            vnstore(ap, vnload(ap) + val[j] * n0);
+            if (VPR == 2) vnstore(ap + VL, vnload(ap + VL) + val[j] * n1);
+        }
+        return;
+    }
+    for (int j = 0; j < n; j++) {
+        float *ap = a + (long)idx[j] * p;
+        for (int o = c0; o < c1; o += VL) vnstore(ap + o, vnload(ap + o) + val[j] * (alpha * vnload(d + o)));
+    }
+}
+
+/* u += c sum_r nd_r and S += sum_r (sum_k s_rk) nd_r over rows [0, n), nd_r = -lr d_r. */
+static void sp_upd_rows(const sp_t *sp, int p, int n, const float *d, float lr) {
+    if (sp->c == 0.0f) return;
+    for (int r = 0; r < n; r++)
+        for (int o = 0; o < p; o += VL) {
+            vn nd = -lr * vnload(d + (long)r * p + o);
+            vnstore(sp->u + o, vnload(sp->u + o) + sp->c * nd);
+            vnstore(sp->s + o, vnload(sp->s + o) + sp->sum[r] * nd);
+        }
+}
+
+/* S = sum_k A[k] over the 784 real rows, from scratch (c != 0 only). */
+static void sp_resync(const sp_t *sp, const float *a, int p) {
+    if (sp->c == 0.0f) return;
+    for (int o = 0; o < p; o += VL) {
+        vn sum = {0};
+        for (int k = 0; k < D0; k++) sum += vnload(a + (long)k * p + o);
+        vnstore(sp->s + o, sum);
+    }
+}
+
+/* Layer 1's update of a step on n rows: A over each row's list, the columns shared among threads
+   in groups of 16 (each thread all rows of its own columns: no two write one weight), then u, S. */
+static void sp_step_update(const sp_t *sp, float *a, int p, int n, const float *d, float lr, int threads) {
+    int ng = p / 16, nt = imin(threads_for((double)n * p * 160, threads), ng);
+    SPLIT(nt, t, nt, {
+        int c0 = 16 * (ng * t / nt), c1 = 16 * (ng * (t + 1) / nt);
+        for (int r = 0; r < n; r++) sp_upd(sp, a, p, r, d + (long)r * p, -lr, c0, c1);
+    });
+    sp_upd_rows(sp, p, n, d, lr);
+}
+
 /* One SGD step on n rows (see the top of this section). */
 static void net_step(const net_t *q, const float *x, const float *t, int n, float lr, int mse, int threads,
-                     float *work) {
+                     float *work, const sp_t *sp) {
     const int nl = q->nl, *sz = q->size, *pd = q->pad;
     const float *act[MAXLAYERS + 1];
     float *w = work;
@@ -770,6 +938,15 @@ static void net_step(const net_t *q, const float *x, const float *t, int n, floa
 
     for (int l = 1; l <= nl; l++) { /* forward; the output layer's logits go to d */
         float *z = l < nl ? (float *)act[l] : d;
+        if (l == 1 && sp) { /* sparse: each row over its own list (nl >= 2: z is act[1]) */
+            int nt = threads_for((double)n * pd[1] * 160, threads);
+            SPLIT(nt, r, n, {
+                sp_gather(sp, x + (long)r * D0, r);
+                sp_fwd(sp, q->wt[0], pd[1], r, z + (long)r * pd[1]);
+                sigmoid_row(z + (long)r * pd[1], pd[1], sz[1], q->b[0]);
+            });
+            continue;
+        }
         epi_t sig = {EPI_SIGMOID, q->b[l - 1], sz[l]};
         mm(n, pd[l], sz[l - 1], (mat_t){act[l - 1], pd[l - 1], 1}, (mat_t){q->wt[l - 1], pd[l], 1}, z, pd[l], 1.0f, 0,
            l < nl ? sig : none, threads, pack, ps);
@@ -795,8 +972,11 @@ static void net_step(const net_t *q, const float *x, const float *t, int n, floa
                (epi_t){EPI_DSIG, act[l - 1], 0}, threads, pack, ps);
         }
         /* Wt_l -= lr A_{l-1}^T D_l over the real input rows (the pad rows' update is 0) */
-        mm(sz[l - 1], pd[l], n, (mat_t){act[l - 1], 1, pd[l - 1]}, (mat_t){d, pd[l], 1}, q->wt[l - 1], pd[l], -lr, 1,
-           none, threads, pack, ps);
+        if (l == 1 && sp)
+            sp_step_update(sp, q->wt[0], pd[1], n, d, lr, threads);
+        else
+            mm(sz[l - 1], pd[l], n, (mat_t){act[l - 1], 1, pd[l - 1]}, (mat_t){d, pd[l], 1}, q->wt[l - 1], pd[l], -lr,
+               1, none, threads, pack, ps);
         float *bl = q->b[l - 1];
         nt = threads_for((double)n * pd[l], threads);
         SPLIT(nt, g, pd[l] / 16, {
@@ -948,14 +1128,17 @@ static void bwd_pass(float *w, int in, int p, const float *d, const float *nd, c
 
 /* n_steps steps of one sample each (see above). */
 static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_steps, float lr, int mse,
-                          int threads, float *work) {
+                          int threads, float *work, const sp_t *sp) {
     const int nl = q->nl, *sz = q->size, *pd = q->pad;
     float *act[MAXLAYERS + 1], *w = work;
     for (int l = 1; l < nl; l++) act[l] = w, w += pd[l];
     float *d = w, *dn = d + q->maxp, *z1 = dn + q->maxp, *nd = z1 + q->maxp;
     float *wt1 = q->wt[0];
 
-    vm_pass(wt1, pd[1], D0, pd[1] / 16, 0, 0, x, z1, threads);
+    if (sp) /* sparse: sample s's list in slot s % 2 */
+        sp_gather(sp, x, 0), sp_fwd(sp, wt1, pd[1], 0, z1);
+    else
+        vm_pass(wt1, pd[1], D0, pd[1] / 16, 0, 0, x, z1, threads);
     for (int s = 0; s < n_steps; s++) {
         const float *xs = x + (long)s * D0;
         memcpy(act[1], z1, pd[1] * sizeof(float));
@@ -976,6 +1159,13 @@ static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_
             d = dn, dn = tmp;
         }
         for (int o = 0; o < pd[1]; o++) nd[o] = -lr * d[o], q->b[0][o] += nd[o];
+        if (sp) { /* this sample's update over its list, then the next sample's product over its own */
+            sp_upd(sp, wt1, pd[1], s % 2, nd, 1.0f, 0, pd[1]);
+            if (sp->c != 0.0f)
+                for (int o = 0; o < pd[1]; o++) sp->u[o] += sp->c * nd[o], sp->s[o] += sp->sum[s % 2] * nd[o];
+            if (s + 1 < n_steps) sp_gather(sp, xs + D0, (s + 1) % 2), sp_fwd(sp, wt1, pd[1], (s + 1) % 2, z1);
+            continue;
+        }
         /* this sample's layer-1 update, and the next sample's layer-1 product in the same pass */
         vm_pass(wt1, pd[1], D0, pd[1] / 16, xs, nd, s + 1 < n_steps ? xs + D0 : 0, z1, threads);
     }
@@ -1004,10 +1194,40 @@ int mlp_steps(const float *x, const float *t, int n_steps, int batch, int n_laye
     if (n_steps < 1 || batch < 1) return 0;
     threads = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
     if (batch == 1) {
-        net_steps_bs1(&q, x, t, n_steps, lr, mse, threads, work);
+        net_steps_bs1(&q, x, t, n_steps, lr, mse, threads, work, 0);
         return 0;
     }
     for (int s = 0; s < n_steps; s++)
-        net_step(&q, x + (long)s * batch * D0, t + (long)s * batch * D3, batch, lr, mse, threads, work);
+        net_step(&q, x + (long)s * batch * D0, t + (long)s * batch * D3, batch, lr, mse, threads, work, 0);
+    return 0;
+}
+
+/* Floats of work memory sparse_steps needs: mlp_work_floats' and the sparse lists. */
+long sparse_work_floats(int batch, int n_layers, const int *sizes, int threads) {
+    long f = mlp_work_floats(batch, n_layers, sizes, threads);
+    return f < 0 ? f : f + sp_work(batch);
+}
+
+/* mlp_steps for the `sparse` mode (the sparse layer-1 section above): the same arguments, with
+   wt[0] holding A, u [pad w1] and s [pad w1] (S, recomputed from A here first: the running sum
+   is never carried from one call to the next) and c the background value. The same function
+   as mlp_steps. work: sparse_work_floats(batch, n_layers, sizes, t) floats for some t >= threads.
+   On return s holds the running S as the call's updates left it (tests compare it with A's sum:
+   the drift). Returns 0, or -1 (nothing done) if the sizes are not a network of the family. */
+int sparse_steps(const float *x, const float *t, int n_steps, int batch, int n_layers, const int *sizes,
+                 float *const *wt, float *const *b, float *u, float *s, float c, float lr, int mse, int threads,
+                 float *work) {
+    net_t q;
+    if (net_init(&q, n_layers, sizes, wt, b)) return -1;
+    if (n_steps < 1 || batch < 1) return 0;
+    threads = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
+    sp_t sp = sp_lists(c, u, s, work + mlp_work_floats(batch, n_layers, sizes, threads), batch);
+    sp_resync(&sp, wt[0], q.pad[1]);
+    if (batch == 1) {
+        net_steps_bs1(&q, x, t, n_steps, lr, mse, threads, work, &sp);
+        return 0;
+    }
+    for (int i = 0; i < n_steps; i++)
+        net_step(&q, x + (long)i * batch * D0, t + (long)i * batch * D3, batch, lr, mse, threads, work, &sp);
     return 0;
 }

@@ -143,6 +143,10 @@ def load() -> ctypes.CDLL:
             lib.mlp_steps.restype = i32
             # batch, n_layers, sizes, threads
             lib.mlp_work_floats.argtypes, lib.mlp_work_floats.restype = [i32, i32, ptr, i32], ctypes.c_long
+            # x, t, n_steps, batch, n_layers, sizes, wt[], b[], u, s, c, lr, mse, threads, work
+            lib.sparse_steps.argtypes = [ptr, ptr, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, f32, f32, i32, i32, ptr]
+            lib.sparse_steps.restype = i32
+            lib.sparse_work_floats.argtypes, lib.sparse_work_floats.restype = [i32, i32, ptr, i32], ctypes.c_long
             _loaded[path] = lib
             return lib
     except OSError as e:  # e.g. a temp dir mounted noexec: the library builds but cannot be mapped
@@ -214,7 +218,11 @@ class Net:
         need = self.work_floats(batch)
         if self._work.numel() < need:
             self._work = torch.empty(need)
-        rc = self.lib.mlp_steps(
+        if self._call(x, t, n_steps, batch, lr, mse, self._work) != 0:
+            raise ValueError(f"kernel rejected the network {self.sizes}")
+
+    def _call(self, x, t, n_steps, batch, lr, mse, work):
+        return self.lib.mlp_steps(
             x.data_ptr(),
             t.data_ptr(),
             n_steps,
@@ -226,10 +234,8 @@ class Net:
             lr,
             bool(mse),
             self.threads,
-            self._work.data_ptr(),
+            work.data_ptr(),
         )
-        if rc != 0:
-            raise ValueError(f"kernel rejected the network {self.sizes}")
 
     def params(self) -> dict[str, torch.Tensor]:
         """w1, b1, ... in nn.Linear's layout: views of the live weights, not copies."""
@@ -237,4 +243,46 @@ class Net:
         for layer, (fan_in, fan_out) in enumerate(zip(self.sizes[:-1], self.sizes[1:]), start=1):
             out[f"w{layer}"] = self.wt[layer - 1][:fan_in, :fan_out].t()
             out[f"b{layer}"] = self.b[layer - 1][:fan_out]
+        return out
+
+
+class SparseNet(Net):
+    """Net trained by kernel.c's sparse_steps (the `sparse` mode): the same function, layer 1
+    computed over each sample's inputs that differ from a background value c only. Layer 1's
+    weights are held as W1^T[k] = A[k] + u (kernel.c explains why that is exact for any c): A in
+    wt[0], u a row of its own, S = sum_k A[k] a row the kernel recomputes at every call."""
+
+    def __init__(self, lib: ctypes.CDLL, sizes, params: dict, threads: int, c: float = 0.0):
+        super().__init__(lib, sizes, params, threads)
+        self.c = float(c)
+        self.u = torch.zeros(_pad16(self.sizes[1]))  # W1^T = A + u: all of W1 in A to start with
+        self.s = torch.zeros(_pad16(self.sizes[1]))
+
+    def work_floats(self, batch: int) -> int:
+        return self.lib.sparse_work_floats(batch, self.n_layers, self._sizes, self.threads)
+
+    def _call(self, x, t, n_steps, batch, lr, mse, work):
+        return self.lib.sparse_steps(
+            x.data_ptr(),
+            t.data_ptr(),
+            n_steps,
+            batch,
+            self.n_layers,
+            self._sizes,
+            self._wt,
+            self._b,
+            self.u.data_ptr(),
+            self.s.data_ptr(),
+            self.c,
+            lr,
+            bool(mse),
+            self.threads,
+            work.data_ptr(),
+        )
+
+    def params(self) -> dict[str, torch.Tensor]:
+        """As Net.params, w1 computed as A + u (a copy; the others are views)."""
+        out = super().params()
+        fan_in, fan_out = self.sizes[0], self.sizes[1]
+        out["w1"] = (self.wt[0][:fan_in, :fan_out] + self.u[:fan_out]).t()
         return out

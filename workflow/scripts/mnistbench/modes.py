@@ -595,6 +595,34 @@ class Kernel(Mode):
         return self.net.params() if hasattr(self, "net") else self.p  # before setup: the initial weights
 
 
+class Sparse(Kernel):
+    """The kernel's generic path with layer 1 over each sample's nonzero inputs only (kernel.c's
+    sparse_steps, kernel.SparseNet): the same function, exactly, for any network of the family.
+    Layer 1 (784 x w1 products, forward and update) is most of the family's arithmetic, and most
+    of MNIST's pixels are one background value: 0 here, where x is the pixel / 255. The kernel
+    keeps W1 as A + u.1^T with A's row sum, so that a background other than 0 (a (x - mean) / std
+    normalisation) costs as little; setup takes the batch's most common value as the background.
+    A step's cost then scales with the nonzeros, not with 784: past the dense arithmetic limit."""
+
+    def setup(self, batch):
+        try:
+            self.lib = kernel.load()
+        except kernel.BuildError as e:
+            raise Unsupported(f"sparse: {e}") from e
+        x, _, t = batch
+        if not (x.dtype == t.dtype == torch.float32 and x.is_contiguous() and t.is_contiguous()):
+            raise ValueError("sparse needs contiguous float32 rows of x and t, as Mode.epoch gives")
+        self.threads = torch.get_num_threads()
+        self.background = float(torch.mode(x.reshape(-1)).values) if x.numel() else 0.0
+        self.net = kernel.SparseNet(self.lib, self.spec.network.sizes, self.p, self.threads, self.background)
+
+    def step(self, batch):
+        x, _, t = batch
+        n = x.shape[0] // self.batch_size
+        self.net.steps(x, t, n, self.batch_size, self.lr, self.mse)
+        return n
+
+
 class Persistent(Mode):
     """Triton kernels without per-step launch cost (persistent.py). At small batch sizes one
     launch of one program runs STEPS_PER_CALL consecutive steps of the epoch with the weights in
