@@ -403,6 +403,43 @@ def test_headline_names_the_ladder_and_the_arithmetic_limit():
     assert md.index("## The headline") < md.index("## h1")
 
 
+def test_sparse_is_set_against_the_dense_limit_with_what_it_skipped():
+    """`sparse` records the nonzero share of the training inputs; the fits count the FLOP it does
+    (layer 1 at that share), the ladder carries the dense limit as samples/s, and the headline
+    says how far past the limit sparse runs and why."""
+    runs = synthetic_runs(
+        {("cpu", "seed"): (220.0, 1.4), ("cpu", "kernel"): (0.5, 0.44), ("cpu", "sparse"): (0.05, 0.2)}
+    )
+    runs["message"], runs["quality_note"] = "", ""
+    runs["input_nonzero_share"] = np.where(runs["mode"] == "sparse", 0.2, np.nan)
+    tables, found = analyse(runs, gflops=52_672 / 410)  # a limit of 0.41 µs per sample
+    f = tables["fits"].set_index("mode")
+    dense = 2 * (2 * (784 * 16 + 16 * 16 + 16 * 10) + 16 * 16 + 16 * 10)
+    assert f.loc["sparse", "effective_flop_per_sample"] == pytest.approx(dense - 0.8 * 4 * 784 * 16)  # 12.5 kFLOP
+    assert f.loc["kernel", "effective_flop_per_sample"] == dense
+    assert f.loc["sparse", "input_nonzero_share"] == 0.2 and np.isnan(f.loc["kernel", "input_nonzero_share"])
+    assert tables["ladder"]["limit_samples_per_s"].dropna().unique() == pytest.approx([1e6 / 0.41])
+    line = next(s for s in words.headline(tables) if s.startswith("sparse takes"))
+    took = float(re.search(r"sparse takes ([0-9.]+) µs", line).group(1))
+    assert took == pytest.approx(0.25, rel=0.05)  # a + b at batch 1
+    over = float(re.search(r"µs\) per sample at batch 1, ([0-9.]+)× ", line).group(1))
+    assert over == pytest.approx(0.25 / 0.41, rel=0.05)
+    assert "the dense arithmetic limit (0.41 µs)" in line and "24 % of the arithmetic" in line
+    assert "12.5 kFLOP of 52.7 kFLOP" in line and "the 20.0 % of the training inputs that are nonzero" in line
+
+
+def test_an_older_runs_csv_without_the_nonzero_share_is_read(tmp_path):
+    """input_nonzero_share is a column runs.csv gained: another machine's runs.csv written before
+    it still merges, the share read as empty."""
+    runs = synthetic_runs({("cpu", "module"): (50.0, 1.0)})
+    for c in records.COLUMNS:
+        if c not in runs.columns and c != "input_nonzero_share":
+            runs[c] = ""
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    got = aggregate.read_runs(tmp_path / "runs.csv")
+    assert got["input_nonzero_share"].isna().all() and len(got) == len(runs)
+
+
 def test_headline_when_every_run_at_the_smallest_batch_was_left_out():
     """A busy machine can leave out every run of the smallest batch size (all noisy): the headline
     says so and still reports the largest batch, instead of failing the whole analysis."""

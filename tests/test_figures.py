@@ -367,8 +367,19 @@ def test_ladder_bars_order_labels_and_title(devices):
         assert ticks and all(re.fullmatch(r"[0-9.]+[kMG]?", t) for t in ticks), ticks  # 1k, 10k, 1M
     title = fig._suptitle.get_text()
     assert title.startswith("cpu: ") and "from the beginner's code at batch 1" in title
+    assert not any(line.get_gid() == "limit" for ax in axes for line in ax.lines)  # no limit measured
     if "cuda" in devices:
         assert "best cuda =" in title and {"cpu", "cuda"} <= legend_texts(fig)
+
+
+def test_ladder_draws_the_dense_limit_a_sparse_mode_can_pass():
+    runs = ladder_runs(("cpu",))
+    lad = analysis.ladder(runs, gflops={"h1": 52_672 / 410})  # 0.41 µs per sample: 2.4 M samples/s
+    fig = figures.ladder(lad)
+    for ax in [ax for ax in fig.axes if ax.get_title()]:
+        (line,) = [line for line in ax.lines if line.get_gid() == "limit"]
+        assert line.get_ydata()[0] == pytest.approx(1e6 / 0.41)
+    assert "dense arithmetic limit, one cpu core" in legend_texts(fig)
 
 
 def colours_of(fig) -> list:

@@ -9,7 +9,7 @@ from beginner_reference import train_step as beginner_step
 from conftest import REPO
 from mnistbench import catalog, devices, kernel, model, runner, spec, train
 from mnistbench.catalog import exists
-from mnistbench.modes import CLASSES, Manual, Numpy, Seed
+from mnistbench.modes import CLASSES, Manual, Numpy, Seed, nonzero_share
 
 LOSSES = ["mse_softmax", "cross_entropy"]
 SEED = "mlp-16-16"
@@ -246,6 +246,8 @@ def test_sparse_step_is_one_step_of_the_float64_gradient(n, network, loss, norma
     finally:
         torch.set_num_threads(threads)
     assert mode.background == pytest.approx(-0.1307 / 0.3081 if normalised else 0.0)
+    share = nonzero_share(x)  # what a sparse run records of its training inputs
+    assert share == pytest.approx(float((x != mode.background).float().mean())) and 0.1 < share < 0.5
     for k in model.names(s.network):
         got = (p[k].double() - mode.params()[k].double()) / 100.0
         torch.testing.assert_close(got, ref[k], rtol=1e-3, atol=1e-4 * float(ref[k].abs().max()), msg=k)

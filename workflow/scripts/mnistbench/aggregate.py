@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from mnistbench import BenchError, files, schema, uncertainty
-from mnistbench.records import COLUMNS, INTEGER, NUMBER
+from mnistbench.records import COLUMNS, INTEGER, NUMBER, OPTIONAL
 
 # A combination of the summary: runs pool by the machine they ran on (its hardware), not by host.
 MACHINE_KEYS = ["machine", "device", "model", "mode", "batch_size"]
@@ -88,6 +88,9 @@ def read_runs(path) -> pd.DataFrame:
         raise BenchError(
             f"{path}: not a CSV table of runs ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
         ) from None
+    for c in OPTIONAL:
+        if c not in df.columns:
+            df[c] = ""
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise BenchError(

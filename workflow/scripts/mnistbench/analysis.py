@@ -28,7 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from mnistbench import catalog, files, machines, reference, uncertainty, words
+from mnistbench import catalog, files, machines, reference, spec, uncertainty, words
 from mnistbench.aggregate import check_settings, succeeded, summarise, usable
 from mnistbench.catalog import MODES
 from mnistbench.devices import HOST, host_first
@@ -199,6 +199,7 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: 
             why = sorted(set(g["status"]) - {"ok"}) or sorted(set(g["quality"].astype(str)))
             f["note"] = f"no successful run with a usable timing (status or timing: {', '.join(why)})"
         a, b = f.pop("a"), f.pop("b")
+        share = pd.to_numeric(g.get("input_nonzero_share", pd.Series(dtype=float)), errors="coerce").median()
         ra, rb = fit_reps.get((host, device, model, mode), (np.full(1, math.nan), np.full(1, math.nan)))
         (a_lo, a_hi), (b_lo, b_hi) = uncertainty.interval(ra * 1e6), uncertainty.interval(rb * 1e6)
         with np.errstate(divide="ignore", invalid="ignore"):  # a replicate with b <= 0 never ends
@@ -212,6 +213,8 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: 
                 mode=mode,
                 flop_per_sample=flop.get(model, math.nan),
                 limit_us=limit_us(flop.get(model, math.nan), gflops.get(host)) if device == HOST else math.nan,
+                input_nonzero_share=share,
+                effective_flop_per_sample=effective_flop(model, flop.get(model, math.nan), share),
                 a_us=a * 1e6,
                 a_us_lo=a_lo,
                 a_us_hi=a_hi,
@@ -233,6 +236,8 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: 
         "mode",
         "flop_per_sample",
         "limit_us",
+        "input_nonzero_share",
+        "effective_flop_per_sample",
         "a_us",
         "a_us_lo",
         "a_us_hi",
@@ -253,6 +258,23 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: 
     out = pd.DataFrame(rows, columns=cols)
     out["trusted"] = out["a_us"].notna() & (out["quality"] != "poor")
     return out
+
+
+def effective_flop(model: str, flop_per_sample, nonzero_share) -> float:
+    """The FLOP per sample a mode does that computes layer 1 over the nonzero inputs only
+    (`sparse`): layer 1's forward product and weight gradient (2 x 2 x 784 x w1 of the dense
+    count) at the nonzero share, the rest as dense. The dense count where no share was recorded
+    (every other mode), NaN for a network outside the family."""
+    share = float(nonzero_share)
+    if not math.isfinite(share):
+        return float(flop_per_sample)
+    try:
+        net = spec.network(str(model))
+    except spec.BadNetwork:
+        return math.nan
+    if not net.family:
+        return math.nan
+    return float(flop_per_sample) - (1.0 - share) * 4 * net.sizes[0] * net.sizes[1]
 
 
 def limit_us(flop_per_sample, gflops) -> float:
@@ -667,17 +689,20 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
 # --- the ladder ---------------------------------------------------------------------------------
 
 
-def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.DataFrame:
+def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: dict | None = None) -> pd.DataFrame:
     """Every mode's median samples/s on each host x device x network at the smallest and the
     largest batch size of that device's grid, in the ladder's order (`order`: its place in
     catalog.MODES), and its factor over the beginner's code (`seed`) at the same batch size (NaN
     where seed did not run), each with its interval; `same_as_best`: the interval of the fastest
     mode's samples/s over this one's contains 1. An accelerator's fastest mode also carries its
-    factor over the cpu's fastest (`over_cpu_best`)."""
+    factor over the cpu's fastest (`over_cpu_best`). On the cpu, `limit_samples_per_s`: the
+    network's dense arithmetic limit on one core (fits' limit_us as samples/s; `gflops`: {host:
+    GFLOP/s}), which a mode that skips arithmetic (`sparse`) can pass."""
     reps = replicates(runs, use) if reps is None else reps
+    flop, gflops = flops(runs), gflops or {}
     cols = ["host", "device", "model", "point", "batch_size", "order", "mode", "samples_per_s", "samples_per_s_lo"]
     cols += ["samples_per_s_hi", "over_seed", "over_seed_lo", "over_seed_hi", "same_as_best"]
-    cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"]
+    cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi", "limit_samples_per_s"]
     med = usable(runs, use).groupby(PLACE_KEYS, as_index=False)["samples_per_s"].median()
     rows = []
     for host in sorted(set(runs["host"])):
@@ -720,6 +745,9 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.Data
                                 over_seed_lo=over_lo,
                                 over_seed_hi=over_hi,
                                 same_as_best=uncertainty.same_within_noise(step[mode] / step[top]),
+                                limit_samples_per_s=1e6 / limit_us(flop.get(model, math.nan), gflops.get(host))
+                                if device == HOST
+                                else math.nan,
                             )
                         )
     out = pd.DataFrame(rows, columns=cols)
@@ -801,7 +829,8 @@ def analyse(runs, transfer, prof, env, cfg, references=()) -> tuple[dict, dict]:
     bw = bandwidth(transfer)
     reps = replicates(runs, use)
     fit_reps = fit_replicates(runs, use, reps)
-    fit = fits(runs, use, fit_reps, place_gflops(runs, env))
+    gflops = place_gflops(runs, env)
+    fit = fits(runs, use, fit_reps, gflops)
     refs = list(references)
     computed = {r.label: reference_tables(r, use) for r in refs}
     tables = dict(
@@ -810,7 +839,7 @@ def analyse(runs, transfer, prof, env, cfg, references=()) -> tuple[dict, dict]:
         crossover=beside(crossover(fit, runs, use, fit_reps), "crossover", refs, computed),
         speedup=speedup(runs, use, reps),
         map=beside(network_map(runs, use, reps), "map", refs, computed),
-        ladder=beside(ladder(runs, use, reps), "ladder", refs, computed),
+        ladder=beside(ladder(runs, use, reps, gflops), "ladder", refs, computed),
         references=refs,
         bandwidth=bw,
         dataloader=dataloader(runs, bw, prof, use, reps),

@@ -162,7 +162,8 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
     """The ladder: samples/s of every mode, in the ladder's order, at the smallest and the largest
     batch size; each bar labelled with its factor over the beginner's code on its device. One row
     of panels per host x network; with several devices their bars stand side by side (colour =
-    device), with one the colour is the mode's."""
+    device), with one the colour is the mode's. On the cpu a dashed line marks the network's dense
+    arithmetic limit on one core (`limit_samples_per_s`)."""
     title = "The mode ladder"
     if lad.empty:
         return note_figure(title, "No mode ran successfully: nothing to draw.")
@@ -193,6 +194,13 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
                 labels = [times(v) if np.isfinite(v) else "" for v in d["over_seed"]]
                 ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
                 interval_bars(ax, pos, d)
+            lim = p[p["device"] == HOST]["limit_samples_per_s"] if "limit_samples_per_s" in p else p.iloc[:0, 0]
+            lim = pd.to_numeric(lim, errors="coerce").dropna()
+            if len(lim):  # the dense limit: a mode that skips arithmetic (sparse) can stand above it
+                line = ax.axhline(
+                    lim.iloc[0], color="black", ls="--", lw=1, label="dense arithmetic limit, one cpu core"
+                )
+                line.set_gid("limit")
             b = p["batch_size"].iloc[0] if len(p) else ""
             ax.set_xticks(range(len(modes)), modes, rotation=30, ha="right")
             ax.set(yscale="log", xlabel="mode (ladder order)", ylabel="samples / s (median, 95 % interval)")
@@ -201,7 +209,7 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
             ax.grid(False, axis="x")
             ax.grid(True, axis="y", which="both", alpha=0.3)
             ax.margins(y=0.15)
-            if len(devices) > 1:
+            if len(devices) > 1 or len(lim):
                 ax.legend(title=None, fontsize=8, loc="upper left")
     fig.suptitle(ladder_finding(lad))
     fig.tight_layout()

@@ -595,6 +595,21 @@ class Kernel(Mode):
         return self.net.params() if hasattr(self, "net") else self.p  # before setup: the initial weights
 
 
+BACKGROUND_ROWS = 256  # rows the background value is taken from: a call's worth
+
+
+def background(x: torch.Tensor) -> float:
+    """The inputs' background value, the one `sparse` skips: the most common value of the first
+    BACKGROUND_ROWS rows (0 for this pipeline's pixel / 255; -mean / std after a normalisation)."""
+    head = x[:BACKGROUND_ROWS].reshape(-1)
+    return float(torch.mode(head).values) if head.numel() else 0.0
+
+
+def nonzero_share(x: torch.Tensor) -> float:
+    """The share of the inputs that differ from their background value: what `sparse` computes."""
+    return float((x != background(x)).float().mean()) if x.numel() else math.nan
+
+
 class Sparse(Kernel):
     """The kernel's generic path with layer 1 over each sample's nonzero inputs only (kernel.c's
     sparse_steps, kernel.SparseNet): the same function, exactly, for any network of the family.
@@ -613,7 +628,7 @@ class Sparse(Kernel):
         if not (x.dtype == t.dtype == torch.float32 and x.is_contiguous() and t.is_contiguous()):
             raise ValueError("sparse needs contiguous float32 rows of x and t, as Mode.epoch gives")
         self.threads = torch.get_num_threads()
-        self.background = float(torch.mode(x.reshape(-1)).values) if x.numel() else 0.0
+        self.background = background(x)
         self.net = kernel.SparseNet(self.lib, self.spec.network.sizes, self.p, self.threads, self.background)
 
     def step(self, batch):

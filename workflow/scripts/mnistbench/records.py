@@ -14,7 +14,7 @@ from mnistbench import files
 WHAT = ["host", "machine", "device", "device_name", "model", "mode", "batch_size", "repeat"]
 # The network's size: FLOP per training sample (its arithmetic limit is that at the machine's
 # measured FMA rate), parameters, and a user's module file's sha256 (empty for the family).
-NETWORK = ["flop_per_sample", "parameters", "model_digest"]
+NETWORK = ["flop_per_sample", "parameters", "model_digest", "input_nonzero_share"]
 # status: ok, diverged, oom, unsupported, bad_model (a user's module that cannot be trained),
 # error; quality: the timing's verdict (ok, noisy, few_steps); each with its reason. attempts =
 # timings made (retimes + 1).
@@ -59,7 +59,9 @@ INTEGER = [
     "warmup_steps",
     "timed_steps",
 ]
-NUMBER = TIMING + LEARNING + ["other_cores", "own_cpu_share", "lr", "threads"]
+NUMBER = TIMING + LEARNING + ["other_cores", "own_cpu_share", "lr", "threads", "input_nonzero_share"]
+# Columns a runs.csv written before they existed may lack: read as empty, not refused.
+OPTIONAL = ["input_nonzero_share"]
 
 # A profile job's rows (profiling.py): the phases a step is split into, each in µs per step.
 PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]

@@ -31,7 +31,7 @@ from mnistbench import (
 )
 from mnistbench.catalog import MODES, why_not
 from mnistbench.data import load_tensors
-from mnistbench.modes import CLASSES, Unsupported
+from mnistbench.modes import CLASSES, Unsupported, nonzero_share
 
 # Defaults for a run outside Snakemake: the schema's, as the workflow's validated config has them.
 DEFAULTS = schema.defaults()
@@ -125,6 +125,8 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
         raise Unsupported(reason)
     initial = model.initial_state(s, runner.seed_of(cfg, repeat))
     row.update(flop_per_sample=model.flop_per_sample(s), parameters=sum(v.numel() for v in initial.values()))
+    if mode == "sparse":  # what it skips: the inputs that are the background value
+        row["input_nonzero_share"] = nonzero_share(data["x"])
     initial_loss, _ = model.evaluate(s, initial, *evaluation)
     row["initial_loss"] = initial_loss
 

@@ -164,6 +164,8 @@ def headline(tables: dict, label: str = "") -> list[str]:
                 out.append(" ".join(words))
                 if device == HOST and len(seed):
                     out += limit(tables, host, model, seed.iloc[0], small)
+                if device == HOST:
+                    out += sparse_limit(tables, lad, host, model)
         for device in [d for d in host_first(h["device"]) if d != HOST]:
             for model in networks_of(h[h["device"] == device]):
                 out += accelerator_vs_host(tables["speedup"], cross, host, device, model)
@@ -207,6 +209,34 @@ def limit(tables: dict, host, model, seed, top) -> list[str]:
         f"of its cores ({us(lim)} per sample, measured): {pct(1 - lim / t_seed, 1)} of "
         f"its time is the fixed cost of a step (Python, dispatch, allocation{ops}), not arithmetic; "
         f"{top['mode']} takes {with_ci(t_top, top_lo, top_hi, us)}, {with_ci(t_top / lim, top_lo / lim, top_hi / lim, times)} the limit."
+    ]
+
+
+def sparse_limit(tables: dict, lad: pd.DataFrame, host, model) -> list[str]:
+    """`sparse` at the smallest batch against the dense arithmetic limit, with what it skipped:
+    the nonzero share of the training inputs and the FLOP per sample it does instead."""
+    lim = limit_of(tables, host, model)
+    g = lad[(lad["host"] == host) & (lad["device"] == HOST) & (lad["model"] == model) & (lad["mode"] == "sparse")]
+    g = g[g["point"] == "smallest"]
+    f = tables["fits"]
+    if not np.isfinite(lim) or g.empty or "effective_flop_per_sample" not in f.columns:
+        return []
+    r = g.iloc[0]
+    f = f[(f["host"] == host) & (f["device"] == HOST) & (f["model"] == model) & (f["mode"] == "sparse")]
+    if f.empty or not np.isfinite(f["input_nonzero_share"].iloc[0]):
+        return []
+    share, eff, dense = (
+        f["input_nonzero_share"].iloc[0],
+        f["effective_flop_per_sample"].iloc[0],
+        f["flop_per_sample"].iloc[0],
+    )
+    t = 1e6 / r["samples_per_s"]
+    lo, hi = 1e6 / r.get("samples_per_s_hi", np.nan), 1e6 / r.get("samples_per_s_lo", np.nan)
+    return [
+        f"sparse takes {with_ci(t, lo, hi, us)} per sample at batch {r['batch_size']}, "
+        f"{with_ci(t / lim, lo / lim, hi / lim, times)} the dense arithmetic limit ({us(lim)}): "
+        f"it does {pct(eff / dense)} of the arithmetic ({flop(eff)} of {flop(dense)} per sample), "
+        f"layer 1 over the {pct(share, 1)} of the training inputs that are nonzero."
     ]
 
 
