@@ -229,7 +229,7 @@ def mnist_like(n, seed=0, normalised=False):
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("network", [SEED, "mlp-7-300"])
 @pytest.mark.parametrize("n", [1, 37, 600])
-def test_sparse_step_is_one_step_of_the_float64_gradient(n, network, loss, normalised):
+def test_sparse_step_is_one_step_of_the_float64_gradient(n, network, loss, normalised, monkeypatch):
     """One step of `sparse` on mostly-background rows (0, or -mean/std once normalised: then W1
     is held as A + u and the forward product uses A's running row sum) is the whole batch's true
     gradient, with the layer-1 update split among threads by columns (600 rows, 3 threads)."""
@@ -239,12 +239,14 @@ def test_sparse_step_is_one_step_of_the_float64_gradient(n, network, loss, norma
     ref = autograd64(p, x, y, loss)
     threads = torch.get_num_threads()
     torch.set_num_threads(3)
+    monkeypatch.setattr(CLASSES["sparse"], "PATHS", ("sparse",))  # not the dense path, whatever is faster
     try:
         mode = CLASSES["sparse"](s, p, "cpu", n)
         mode.setup((x, y, t))
         mode.step((x, y, t))
     finally:
         torch.set_num_threads(threads)
+    assert mode.path == "sparse"
     assert mode.background == pytest.approx(-0.1307 / 0.3081 if normalised else 0.0)
     share = nonzero_share(x)  # what a sparse run records of its training inputs
     assert share == pytest.approx(float((x != mode.background).float().mean())) and 0.1 < share < 0.5
@@ -257,7 +259,7 @@ def test_sparse_step_is_one_step_of_the_float64_gradient(n, network, loss, norma
 @pytest.mark.parametrize("normalised", [False, True])
 @pytest.mark.parametrize("network", [SEED, "mlp-17-33-5-64"])
 @pytest.mark.parametrize("batch_size", [1, 8])
-def test_sparse_trains_as_kernel_and_float64_over_a_short_run(batch_size, network, normalised):
+def test_sparse_trains_as_kernel_and_float64_over_a_short_run(batch_size, network, normalised, monkeypatch):
     """Several consecutive steps (one call per 256 rows, an epoch in items): `sparse` ends where
     the float64 reference and `kernel` end, on mostly-background rows."""
     s = spec_of(network, loss="cross_entropy", lr=0.5)
@@ -265,6 +267,7 @@ def test_sparse_trains_as_kernel_and_float64_over_a_short_run(batch_size, networ
     x, y, t = mnist_like(96, seed=5, normalised=normalised)
     data, perm = {"x": x, "y": y, "t": t}, torch.randperm(96, generator=torch.Generator().manual_seed(1))
     got = {}
+    monkeypatch.setattr(CLASSES["sparse"], "PATHS", ("sparse",))
     for name in ("sparse", "kernel"):
         mode = CLASSES[name](s, state, "cpu", batch_size)
         items = list(mode.epoch(data, perm))

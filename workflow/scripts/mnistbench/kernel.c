@@ -798,38 +798,63 @@ typedef struct {
 /* Groups of 16 columns per strip of the forward product (as vm_pass's STRIP). */
 enum { SP_STRIP = MLP_CH / 2 > 1 ? MLP_CH / 2 : 1 };
 
+/* A row's list holds up to 784 entries and 8 of slack: the gather stores 8 at a time. */
+enum { SP_ROW = D0 + 8 };
+
 /* Work floats of the sparse lists of n rows (two at batch 1: this sample's and the next). */
-static long sp_work(int n) { return 2L * (n < 2 ? 2 : n) * (D0 + 1); }
+static long sp_work(int n) { return 2L * (n < 2 ? 2 : n) * (SP_ROW + 1); }
 
 static sp_t sp_lists(float c, float *u, float *s, float *w, int n) {
     n = n < 2 ? 2 : n;
-    return (sp_t){c, u, s, (int *)w, w + (long)n * D0, (int *)(w + 2L * n * D0), w + 2L * n * D0 + n};
+    return (sp_t){c, u, s, (int *)w, w + (long)n * SP_ROW, (int *)(w + 2L * n * SP_ROW), w + 2L * n * SP_ROW + n};
 }
 
-/* Row r's list: the pixels of x [784] that differ from c (x - c != 0: NaN counts as nonzero). */
+#if defined(__AVX2__)
+/* For each 8-bit mask, the positions of its set bits, packed to the front (bytes). */
+static unsigned long long sp_pack[256];
+__attribute__((constructor)) static void sp_pack_init(void) { /* when the library is loaded */
+    for (int m = 0; m < 256; m++) {
+        unsigned long long v = 0;
+        for (int j = 0, n = 0; j < 8; j++)
+            if (m >> j & 1) v |= (unsigned long long)j << (8 * n++);
+        sp_pack[m] = v;
+    }
+}
+#endif
+
+/* Row r's list: the pixels of x [784] that differ from c (x - c != 0: NaN counts as nonzero). With
+   AVX2 without a branch per pixel: 8 pixels compared at once, their nonzeros packed to the front
+   by a permutation looked up by the mask (a loop over the set bits mispredicted its exit in
+   nearly every group of 8 and cost more than the arithmetic it saved). */
 static void sp_gather(const sp_t *sp, const float *restrict x, int r) {
-    int *restrict idx = sp->idx + (long)r * D0, n = 0;
-    float *restrict val = sp->val + (long)r * D0, sum = 0.0f, c = sp->c;
-#if defined(__AVX__)
+    int *restrict idx = sp->idx + (long)r * SP_ROW, n = 0;
+    float *restrict val = sp->val + (long)r * SP_ROW, c = sp->c;
+#if defined(__AVX2__)
     const __m256 cv = _mm256_set1_ps(c), zero = _mm256_setzero_ps();
-    for (int k = 0; k < D0; k += 8) {
+    __m256 sum = zero;
+    __m256i k8 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int k = 0; k < D0; k += 8, k8 = _mm256_add_epi32(k8, _mm256_set1_epi32(8))) {
         __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + k), cv);
         unsigned m = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(v, zero, _CMP_NEQ_UQ));
-        while (m) {
-            int j = __builtin_ctz(m);
-            float vj = x[k + j] - c;
-            idx[n] = k + j, val[n++] = vj, sum += vj;
-            m &= m - 1;
-        }
+        __m256i perm = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sp_pack[m]));
+        _mm256_storeu_ps(val + n, _mm256_permutevar8x32_ps(v, perm));
+        _mm256_storeu_si256((__m256i *)(idx + n), _mm256_permutevar8x32_epi32(k8, perm));
+        sum = _mm256_add_ps(sum, v); /* v is 0 where x is c */
+        n += __builtin_popcount(m);
     }
+    float t[8], total = 0.0f;
+    _mm256_storeu_ps(t, sum);
+    for (int j = 0; j < 8; j++) total += t[j];
+    sp->cnt[r] = n, sp->sum[r] = total;
 #else
+    float sum = 0.0f;
     for (int k = 0; k < D0; k++) {
         float v = x[k] - c;
         idx[n] = k, val[n] = v, sum += v;
         n += v != 0.0f;
     }
-#endif
     sp->cnt[r] = n, sp->sum[r] = sum;
+#endif
 }
 
 /* z[0..16 sv) = sum_j val[j] A[idx[j]] over one strip of sv groups of 16 columns (A's row stride
@@ -858,8 +883,8 @@ static inline __attribute__((always_inline)) void sp_fwd_strip(const int sv, con
 
 /* Layer 1's pre-activation of row r (its list gathered), z [p], from the weights as they are. */
 static void sp_fwd(const sp_t *sp, const float *a, int p, int r, float *z) {
-    const int *idx = sp->idx + (long)r * D0, n = sp->cnt[r];
-    const float *val = sp->val + (long)r * D0;
+    const int *idx = sp->idx + (long)r * SP_ROW, n = sp->cnt[r];
+    const float *val = sp->val + (long)r * SP_ROW;
     for (int g = 0; g < p / 16;) {
         int left = p / 16 - g;
         if (left >= 4 && SP_STRIP >= 4) sp_fwd_strip(4 <= SP_STRIP ? 4 : 1, a + 16 * g, p, idx, val, n, z + 16 * g), g += 4;
@@ -874,8 +899,8 @@ static void sp_fwd(const sp_t *sp, const float *a, int p, int r, float *z) {
 
 /* A[k][c0..c1) += val_k alpha d over row r's list (alpha d = -lr dL/dz1 of that row, [p]). */
 static void sp_upd(const sp_t *sp, float *a, int p, int r, const float *d, float alpha, int c0, int c1) {
-    const int *idx = sp->idx + (long)r * D0, n = sp->cnt[r];
-    const float *val = sp->val + (long)r * D0;
+    const int *idx = sp->idx + (long)r * SP_ROW, n = sp->cnt[r];
+    const float *val = sp->val + (long)r * SP_ROW;
     if (c1 - c0 == 16 && VPR <= 2) { /* the narrow layer: nd in registers for the whole list */
         vn n0 = alpha * vnload(d + c0), n1 = VPR == 2 ? alpha * vnload(d + c0 + VL) : (vn){0};
         for (int j = 0; j < n; j++) {

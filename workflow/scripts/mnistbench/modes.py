@@ -616,8 +616,13 @@ class Sparse(Kernel):
     Layer 1 (784 x w1 products, forward and update) is most of the family's arithmetic, and most
     of MNIST's pixels are one background value: 0 here, where x is the pixel / 255. The kernel
     keeps W1 as A + u.1^T with A's row sum, so that a background other than 0 (a (x - mean) / std
-    normalisation) costs as little; setup takes the batch's most common value as the background.
-    A step's cost then scales with the nonzeros, not with 784: past the dense arithmetic limit."""
+    normalisation) costs as little; setup takes the most common value of the batch's first rows
+    as the background (`background`). A step's cost then scales with the nonzeros, not with 784:
+    past the dense arithmetic limit. Where skipping does not pay (dense inputs; at large batches
+    the dense path's blocked products can match it), setup times both paths on copies of the
+    weights, as `kernel` does, and keeps the faster ("dense": the kernel's generic path)."""
+
+    PATHS = ("sparse", "dense")  # the paths setup times (tests hold it to one)
 
     def setup(self, batch):
         try:
@@ -629,7 +634,23 @@ class Sparse(Kernel):
             raise ValueError("sparse needs contiguous float32 rows of x and t, as Mode.epoch gives")
         self.threads = torch.get_num_threads()
         self.background = background(x)
-        self.net = kernel.SparseNet(self.lib, self.spec.network.sizes, self.p, self.threads, self.background)
+        sizes = self.spec.network.sizes
+        n = x.shape[0] // self.batch_size
+        paths = {
+            "sparse": lambda p: kernel.SparseNet(self.lib, sizes, p, self.threads, self.background),
+            "dense": lambda p: kernel.Net(self.lib, sizes, p, self.threads),
+        }
+        paths = {name: paths[name] for name in self.PATHS}
+        trials = {name: make({k: v.clone() for k, v in self.p.items()}) for name, make in paths.items()}
+        best = dict.fromkeys(paths, math.inf)
+        for _ in range(self.TRIALS if len(paths) > 1 else 0):
+            for name, net in trials.items():
+                t0 = time.perf_counter()
+                net.steps(x, t, n, self.batch_size, self.lr, self.mse)
+                best[name] = min(best[name], (time.perf_counter() - t0) / n)
+        self.path = min(best, key=best.get)
+        self.choice = ", ".join(f"{name} path {best[name] * 1e6:.2f} us/step" for name in paths)
+        self.net = paths[self.path](self.p)
 
     def step(self, batch):
         x, _, t = batch

@@ -1,0 +1,120 @@
+"""`sparse` against `kernel` and the dense arithmetic limit, side by side in one run, on the cpu.
+
+At each batch size (1, 16, 4096 by default) the two modes are built, set up and warmed up as the
+train jobs do (common.prepared), on mostly-zero MNIST-shaped rows: the real training images of a
+preloaded mnist.pt (--mnist, e.g. results/preload/mnist.pt after a run), else a stand-in with
+MNIST's share of nonzero pixels (~19 %: random strokes in the centre of the image). Then rounds:
+in each, the core's FMA rate (kernel.fma_gflops, the dense limit = the network's FLOP per sample
+at that rate), one pass of `sparse` over the data and one of `kernel`, in turn, so a change in
+the host's load falls on all three alike. Per round the ratios sparse/limit, kernel/limit and
+sparse/kernel of µs per sample; printed: their medians over the rounds with 95 % intervals (a
+bootstrap of the rounds), the ratios last. `sparse` does less arithmetic than the dense count:
+below 1.0 against the limit is what it is built for.
+
+    python bench/sparse_limit.py [--batches 1 16 4096] [--samples N] [--min-time S] [--rounds R]
+                                 [--threads T] [--mnist results/preload/mnist.pt]
+"""
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+from common import NETWORK, config, prepared
+from mnistbench import kernel
+from mnistbench.analysis import effective_flop
+from mnistbench.modes import nonzero_share
+
+MODES = ("sparse", "kernel")
+
+
+def stand_in(n: int, seed: int = 0) -> torch.Tensor:
+    """MNIST-shaped rows, ~19 % of the pixels nonzero (MNIST's share), the rest exactly 0."""
+    g = torch.Generator().manual_seed(seed)
+    centre = torch.zeros(28, 28)
+    centre[4:24, 6:22] = 0.6
+    keep = torch.rand(n, 784, generator=g) < centre.reshape(-1)
+    return (torch.rand(n, 784, generator=g) * keep).contiguous()
+
+
+def rows(a) -> dict:
+    if a.mnist:
+        t = torch.load(a.mnist, weights_only=True, mmap=True)
+        x, y = t["train_x"][: a.samples].contiguous(), t["train_y"][: a.samples]
+    else:
+        x = stand_in(a.samples)
+        y = torch.randint(0, 10, (a.samples,), generator=torch.Generator().manual_seed(1))
+    return {"x": x, "y": y, "t": torch.nn.functional.one_hot(y, 10).float()}
+
+
+def one_pass(m, d: dict, perm) -> tuple[float, int]:
+    """Seconds and samples of one pass of a prepared mode over the data, in the train jobs' order."""
+    items = list(m.epoch(d, perm))
+    t0 = time.perf_counter()
+    steps = sum((k if k is not None else 1) for k in map(m.step, items))
+    return time.perf_counter() - t0, steps * m.batch_size
+
+
+def interval(ratios: list[float], n_boot: int = 2000) -> tuple[float, float, float]:
+    """The median of per-round ratios and its 95 % interval (the rounds resampled)."""
+    r = np.asarray(ratios)
+    boot = np.median(np.random.default_rng(0).choice(r, (n_boot, len(r))), axis=1)
+    return float(np.median(r)), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
+
+
+def fmt(r) -> str:
+    return f"{r[0]:.3g}x ({r[1]:.3g}-{r[2]:.3g})"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 4096])
+    p.add_argument("--samples", type=int, default=16384)
+    p.add_argument("--min-time", type=float, default=2.0, help="seconds of each mode per batch size, at least")
+    p.add_argument("--rounds", type=int, default=7, help="rounds per batch size, at least")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--mnist", help="a preloaded mnist.pt (results/preload/mnist.pt): its training images")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    d = rows(a)
+    share = nonzero_share(d["x"])
+    dense = NETWORK.flop_per_sample()
+    eff = effective_flop(NETWORK.name, dense, share)
+    print(
+        f"{NETWORK.name}: {dense} FLOP per sample dense; {'MNIST' if a.mnist else 'stand-in'} rows, "
+        f"{share:.1%} nonzero: sparse does {eff:.0f} FLOP ({eff / dense:.1%}); {a.threads} thread(s)"
+    )
+    summary = []
+    for b in a.batches:
+        if b > len(d["x"]):
+            print(f"batch {b}: more than the {len(d['x'])} samples, skipped")
+            continue
+        cfg = config(a.threads)
+        built = {m: prepared(m, b, d, cfg) for m in MODES}
+        if any(v is None for v in built.values()):
+            raise SystemExit(f"sparse or kernel cannot run here: {kernel.problem()}")
+        per, spent = {"sparse": [], "kernel": [], "limit": []}, dict.fromkeys(MODES, 0.0)
+        while len(per["limit"]) < a.rounds or min(spent.values()) < a.min_time:
+            per["limit"].append(dense / (kernel.fma_gflops(200_000, 1) * 1e3))
+            for m in MODES:
+                mode, perm = built[m]
+                s, n = one_pass(mode, d, perm)
+                spent[m] += s
+                per[m].append(s / n * 1e6)
+        us = {k: statistics.median(v) for k, v in per.items()}
+        r_sl = interval([s / lim for s, lim in zip(per["sparse"], per["limit"])])
+        r_kl = interval([k / lim for k, lim in zip(per["kernel"], per["limit"])])
+        r_sk = interval([s / k for s, k in zip(per["sparse"], per["kernel"])])
+        print(
+            f"batch {b:5d}: sparse {us['sparse']:.3f}  kernel {us['kernel']:.3f}  limit {us['limit']:.3f} us/sample; "
+            f"sparse/limit {fmt(r_sl)}  kernel/limit {fmt(r_kl)}  sparse/kernel {fmt(r_sk)}  ({len(per['limit'])} rounds)",
+            flush=True,
+        )
+        summary.append(f"b{b} sparse/limit {fmt(r_sl)}, kernel/limit {fmt(r_kl)}, sparse/kernel {fmt(r_sk)}")
+    print(f"torch {torch.__version__}; kernel built by {kernel.identity()}")
+    print("ratio (median over rounds, 95 % interval): " + "; ".join(summary))
+
+
+if __name__ == "__main__":
+    main()
