@@ -7,16 +7,17 @@ table is larger than a 32 KB L1. This times that pass, and its parts, on tables 
 floats of several sizes (an L1-resident 12 KB and 24 KB, W1's 50 KB, an L2-resident 400 KB), in
 ns per row, against the core's FMA limit for the same row (kernel.fma_gflops measured in the
 same run: the arithmetic limit the report uses). The variants and sizes are timed in turn,
-round after round, so a change in the host's load falls on all alike; each figure is the median
-over the rounds. Prints the ratios to the FMA limit last: near 1 = arithmetic-bound; the fused
-pass well above 1 only from 50 KB on = bound by moving W1 between L2 and L1, not by the FMAs.
+round after round, so a change in the host's load falls on all alike; each figure is the best
+over the rounds (a bound: the fastest the pass went, the host's interruptions left out). Prints
+the ratios to the FMA limit last: near 1 = arithmetic-bound; well above 1 at every size = bound
+by the loads or stores (compare `update`, a store per vector, with `product`); above 1 only from
+50 KB on = by moving W1 between L2 and L1.
 
     python bench/l1_bound.py [--sizes-kb 12 24 50 400] [--rounds 7] [--passes N]
 """
 
 import argparse
 import ctypes
-import statistics
 import subprocess
 import tempfile
 from pathlib import Path

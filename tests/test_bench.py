@@ -38,6 +38,7 @@ TINY = {
         "1",
         "16",
     ],
+    "l1_bound.py": ["--sizes-kb", "4", "50", "--rounds", "2", "--passes", "20"],
     "sparse_limit.py": ["--samples", "512", "--min-time", "0.01", "--rounds", "3", "--batches", "1", "16", "256"],
     "speed_bs1.py": ["--samples", "64", "--min-time", "0.02", "--modes", "seed", "manual", "numpy"],
     "roofline.py": [
