@@ -44,6 +44,9 @@ def test_runs_csv_has_every_run_and_column(run):
         and (runs.parameters == 13_002).all()
     )
     assert len(runs) == len(expected) * cfg["repeats"]
+    # What sparse skips: the share of the training inputs off the background value, its runs only.
+    sparse = runs["mode"] == "sparse"
+    assert runs[sparse].input_nonzero_share.between(0, 1).all() and runs[~sparse].input_nonzero_share.isna().all()
 
 
 def test_every_cpu_mode_is_ok_and_learns(run):

@@ -10,8 +10,8 @@ order, device kinds, the networks and settings it supports) and found here as CL
 
 `spec` (spec.Spec) is the network and its training settings (loss, lr, ...), `state` its initial
 parameters (model.initial_state): every mode of a repeat starts from the same. `step` does one
-training step and returns None; a mode that does several per call (`compiled` and `kernel` at
-small batch sizes) yields that many steps' samples per item and returns the count.
+training step and returns None; a mode that does several per call (`compiled`, `kernel` and
+`sparse` at small batch sizes) yields that many steps' samples per item and returns the count.
 
 `data` holds x [N, 784] float32, y [N] int64 and t [N, 10] one-hot float32 on the device (or on
 the host for `dataloader`); `perm` is the epoch's sample order. Every mode computes the true
