@@ -5,10 +5,14 @@ from snakemake.utils import min_version, validate
 min_version("8.0")
 
 
-configfile: "config/config.yaml"
-
-
 include: "workflow/rules/config.smk"
+
+
+check_space(".", "results")
+check_config_file("config/config.yaml")
+
+
+configfile: "config/config.yaml"
 
 
 typed_config(config, "workflow/schemas/config.schema.yaml")
@@ -33,12 +37,18 @@ if not workflow.remote_exec:
 
 
 onstart:
+    check_writable("results", "logs")
     check_devices_here()
 
 
+# Every run's files are targets too: Snakemake does not rebuild a missing input of an output that
+# is present, so a run whose files were deleted (to redo it) is retrained by a plain rerun, and
+# aggregate, now older than it, follows.
 rule all:
     default_target: True
     input:
+        run_files("csv"),
+        run_files("json"),
         "results/summary/runs.csv",
         "results/summary/summary.csv",
         expand("results/summary/{name}.csv", name=catalog.TABLES),

@@ -96,3 +96,14 @@ def test_calibration_runs_two_pipelines_and_prints_the_shares(tmp_path):
     assert "run1 headline:" in out and "run2 headline:" in out
     last = out.strip().splitlines()[-1]
     assert last.startswith("calibration: run2/run1 intervals containing 1: medians ") and "relative width" in last, last
+
+
+def test_slowed_rule_prints_every_combinations_ratio(cpu_pipeline):
+    """On the shared tiny pipeline (every timing verdict usable, as its config says)."""
+    _, wd, cfg, _ = cpu_pipeline
+    out = end_to_end("slowed_rule.py", str(wd / "results"), "--use", *cfg["quality"]["use"])
+    n = len(cfg["modes"]) * len(cfg["batch_sizes"])
+    rows = [ln for ln in out.splitlines() if " cpu " in ln and "mlp-16-16" in ln]
+    assert len(rows) == n and all("(" in r or "no interval" in r for r in rows), out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("slowed rule: kept/all ratio ") and f"over {n} combinations" in last, last

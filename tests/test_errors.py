@@ -96,3 +96,49 @@ def test_absent_device_is_an_error_before_any_job(mirror, tmp_path):
     out = proc.stdout + proc.stderr
     assert "CUDA not available" in out and "devices" in out
     assert not (tmp_path / "results").exists()
+
+
+def config_lines(proc):
+    return [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith(("config key `", "config file "))]
+
+
+def test_an_unknown_key_gets_the_closest_known_one(mirror, tmp_path):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5, batch_size=[8]), "-n", check=False)
+    assert proc.returncode != 0
+    (line,) = config_lines(proc)
+    assert line.startswith("config key `batch_size` is unknown (did you mean `batch_sizes`?)")
+    assert "fix it in your config file" in line
+    cfg = tiny_config(url, md5, model=dict(lrr=0.1))  # a nested key names its object
+    (line,) = config_lines(snakemake(tmp_path, cfg, "-n", check=False))
+    assert "`model.lrr` is unknown (did you mean `model.lr`?)" in line
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [("epochs: [1\n  foo: : :\n", "is not YAML (line 2)"), ("- 1\n- 2\n", "is not a mapping of config keys")],
+)
+def test_a_config_file_that_is_not_yaml_is_named(mirror, tmp_path, text, why):
+    """The workflow's config file (config/config.yaml of the working directory), broken."""
+    url, md5 = mirror
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text(text)
+    proc = snakemake(tmp_path, tiny_config(url, md5), "-n", check=False)
+    assert proc.returncode != 0
+    (line,) = config_lines(proc)
+    assert line.startswith(f"config file config/config.yaml {why}")
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_batch_larger_than_train_samples_is_refused_before_any_job(mirror, tmp_path):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5, train_samples=100, batch_sizes=[8, 128, 512]), check=False)
+    assert proc.returncode != 0
+    (line,) = config_lines(proc)
+    assert line == (
+        "config key `batch_sizes`: batch size 128, 512 is larger than train_samples = 100, so a run would "
+        "train no whole batch: lower the batch size to at most 100 or raise train_samples (at most 60000); "
+        "fix it in your config file or --config"
+    )
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()

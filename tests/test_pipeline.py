@@ -14,7 +14,7 @@ from mnistbench.catalog import MODES, exists
 RUN_COLUMNS = (
     "host device device_name model mode batch_size repeat status message epochs train_samples steps "
     "step_time_median_s samples_per_s first_epoch_s steady_epoch_s total_train_s final_loss "
-    "test_accuracy threads torch_version time_to_target_s setup_s"
+    "test_accuracy threads torch_version time_to_target_s setup_s step_time_all_steps_s dropped_samples"
 ).split()
 ALL_MODES = list(MODES)
 SEED = spec.build(train.DEFAULTS, "mlp-16-16")  # the default network: the only one of this grid
@@ -61,6 +61,12 @@ def test_every_cpu_mode_is_ok_and_learns(run):
     assert cpu.slowed_share.between(0, 1, inclusive="left").all(), cpu.slowed_share
     summary = (wd / "results/summary.md").read_text()
     assert f"slowed {words.pct(runs[runs.status == 'ok'].slowed_share.median())} of a run's" in summary
+    # Beside every step time, the median over all its timed steps (the same where no step was left
+    # out), and the sentence that says where the two differ.
+    assert (cpu.step_time_all_steps_s > 0).all()
+    assert (cpu.step_time_median_s == cpu.step_time_all_steps_s)[cpu.slowed_share == 0].all()
+    assert "the median over all timed steps (step_time_all_steps_s)" in summary
+    assert (cpu.dropped_samples == cfg["train_samples"] % cpu.batch_size).all()
     # cpu_threads 0: a job holds every core Snakemake gives it (--cores 2) and gives torch all but one.
     assert (cpu.threads == max(1, min(os.cpu_count(), 2) - 1)).all(), cpu.threads
     # 2 epochs of 512 samples at batch 8 already lift accuracy far above chance (0.1).

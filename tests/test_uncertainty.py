@@ -326,3 +326,73 @@ def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(ten
     assert reached["total_train_s"] >= 0.5 and "min_timed_s" not in reached["quality_note"]
     if reached["timed_epochs"] > 2:  # the configured epochs alone were shorter (on a quiet machine, always)
         assert record["epochs"][-1]["cum_train_s"] < 0.5
+
+
+def slowed_runs_table(shares, n_runs=3, seed=7):
+    """runs.csv rows of one combination per entry of `shares`: n_runs processes whose host slowed
+    that many of their 16 blocks 1.6x, with the kept and the all-steps columns train.py writes."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, k in enumerate(shares):
+        for r in range(n_runs):
+            x = slowed_run(rng, range(k))
+            kept, share = uncertainty.kept_blocks(x)
+            rows.append(
+                dict(
+                    machine="vm", host="vm", device="cpu", model="mlp-16-16", mode="module", batch_size=2**i,
+                    repeat=r, status="ok", quality="ok", slowed_share=share,
+                    step_time_median_s=float(np.median(uncertainty.steps_of(kept))),
+                    step_time_all_steps_s=float(np.median(x)),
+                    step_time_blocks_s=uncertainty.blocks_cell(kept),
+                    step_time_all_blocks_s=uncertainty.blocks_cell(uncertainty.split(x)),
+                )
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_all_steps_median_stands_beside_the_kept_one_and_the_report_names_where_they_differ():
+    from mnistbench import aggregate
+
+    runs = slowed_runs_table([0, 10])  # batch 1: never slowed; batch 2: 10 of 16 blocks slowed 1.6x
+    effect = aggregate.kept_over_all(runs).set_index("batch_size")
+    assert effect.loc[1, "kept_over_all"] == pytest.approx(1.0, abs=0.01)
+    assert effect.loc[1, "all_steps_differ"] == False  # noqa: E712 (a bool, not "": it has an interval)
+    assert effect.loc[2, "kept_over_all"] < 0.9 and effect.loc[2, "kept_over_all_hi"] < 1
+    assert effect.loc[2, "all_steps_differ"] == True  # noqa: E712
+    (line,) = words.all_steps(runs, "vm")
+    assert "differ by more than their interval in 1 of 2 combinations: cpu mlp-16-16 module at batch 2" in line
+    (line,) = words.all_steps(runs[runs.batch_size == 1], "vm")
+    assert "agree within the interval of their ratio in all 1 combinations" in line
+    # summary.csv pools the all-steps median with its interval, as it pools the kept one.
+    s = aggregate.summarise(runs.assign(samples_per_s=runs.batch_size / runs.step_time_median_s, test_accuracy=0.9, final_loss=0.1, device_name="x"))  # fmt: skip
+    s = s.set_index("batch_size")
+    assert s.loc[2, "step_time_all_steps_s"] == pytest.approx(runs[runs.batch_size == 2].step_time_all_steps_s.median())
+    assert (
+        s.loc[2, "step_time_all_steps_s_lo"] < s.loc[2, "step_time_all_steps_s"] < s.loc[2, "step_time_all_steps_s_hi"]
+    )
+    assert s.loc[2, "step_time_median_s"] < s.loc[2, "step_time_all_steps_s"] and s.loc[2, "kept_over_all_hi"] < 1
+    assert bool(s.loc[2, "all_steps_differ"]) and not bool(s.loc[1, "all_steps_differ"])
+
+
+def test_slowed_rule_false_keeps_every_step(tensors, monkeypatch):
+    """The rule's switch reaches the run: with `slowed_rule: false` its step time is the median
+    of all its timed steps (as step_time_all_steps_s), nothing is counted slowed; with the rule,
+    blocks it calls slowed (here: made so, every other block) are left out of the step time only.
+    A run also counts the samples after its epoch's last whole batch."""
+    cfg = copy.deepcopy(train.DEFAULTS)
+    cfg.update(train_samples=500, test_samples=100, epochs=3, warmup_steps=2, retime=0, min_timed_s=0)
+    cfg["quality"]["max_other_cpu"] = 1e9
+    monkeypatch.setattr(uncertainty, "SLOWED_STEPS", 1)  # this run's blocks are short
+    monkeypatch.setattr(uncertainty, "undisturbed", lambda b, n=0: np.arange(len(b)) % 2 == 0)
+    ruled, record = train.train(cfg, tensors, "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)
+    timed = records.step_times(record)[2:]
+    assert ruled["dropped_samples"] == 500 % 8 and ruled["steps"] == 3 * (500 // 8)
+    assert ruled["step_time_all_steps_s"] == pytest.approx(np.median(timed))
+    assert ruled["slowed_share"] == pytest.approx(0.5, abs=0.05)
+    kept = uncertainty.steps_of(uncertainty.split(timed)[::2])
+    assert ruled["step_time_median_s"] == pytest.approx(np.median(kept))
+    off, record = train.train(dict(cfg, slowed_rule=False), tensors, "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)  # fmt: skip
+    timed = records.step_times(record)[2:]
+    assert off["slowed_share"] == 0
+    assert off["step_time_median_s"] == off["step_time_all_steps_s"] == pytest.approx(np.median(timed))
+    assert off["step_time_blocks_s"] == off["step_time_all_blocks_s"]

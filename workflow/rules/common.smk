@@ -85,6 +85,19 @@ def warn_few_steps():
             )
 
 
+def check_batch_sizes():
+    """A run trains whole batches only: a batch larger than the training samples trains nothing."""
+    n = config["train_samples"]
+    big = [b for b in BATCH_SIZES if b > n]
+    if big:
+        raise key_error(
+            "batch_sizes",
+            f"batch size {', '.join(map(str, big))} is larger than train_samples = {n}, so a run "
+            f"would train no whole batch: lower the batch size to at most {n} or raise train_samples "
+            "(at most 60000)",
+        )
+
+
 def check_merge_runs():
     for path in config["merge_runs"]:
         try:
@@ -98,6 +111,7 @@ MODES = resolve_modes()
 NETWORKS = resolve_networks()
 BATCH_SIZES = config["batch_sizes"]
 REPEATS = list(range(config["repeats"]))
+check_batch_sizes()
 # Device x network x mode combinations that cannot exist are left out of the DAG (and listed,
 # with the reason, in the summary).
 WHY_NOT = {

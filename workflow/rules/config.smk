@@ -1,5 +1,10 @@
 # Config handling before and right after validation: values typed as the schema says, one-line
 # errors, and the checks a schema cannot express (names from the package's registries).
+import difflib
+import logging
+import os
+import shutil
+import sys
 from pathlib import Path
 
 import yaml
@@ -12,6 +17,68 @@ BOOLEANS = {
     "no": False,
     "off": False,
 }
+
+
+# Less free space than this where the workflow writes (its working directory, results/) and a
+# run cannot even record that it started: Snakemake's own log and lock files would fail first.
+MIN_FREE_BYTES = 1 << 20
+
+
+def check_space(*folders):
+    """A disk with no space left stops the run before Snakemake writes anything, in one line. The
+    line still goes to Snakemake's log file, which cannot be written: that failure stays silent
+    (logging.raiseExceptions), instead of a logging traceback per message."""
+    for folder in folders:
+        if not os.path.isdir(folder):
+            continue
+        free = shutil.disk_usage(folder).free
+        if free < MIN_FREE_BYTES:
+            sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
+            from mnistbench.files import full_disk
+
+            logging.raiseExceptions = False
+            where = os.path.realpath(folder)
+            raise WorkflowError(
+                full_disk(where).replace("(the disk is full)", f"({free} bytes free)")
+            )
+
+
+def check_writable(*tops):
+    """Every folder the jobs write into (the working directory and the folders under `tops`:
+    results/, logs/) must be writable, or Snakemake fails on the first output it removes or makes
+    with a traceback: one line naming the folder and the fix instead. Called in `onstart`, where
+    jobs are about to run (not in a dry run). A symlinked results/ is followed."""
+    bad = [] if os.access(".", os.W_OK) else ["."]
+    for top in tops:
+        for folder, _, _ in os.walk(top):
+            if not os.access(folder, os.W_OK):
+                bad.append(folder)
+    if bad:
+        more = f" (and {len(bad) - 1} more folders)" if len(bad) > 1 else ""
+        raise WorkflowError(
+            f"the folder {os.path.abspath(bad[0])}{more} is not writable: make it writable "
+            f"(chmod -R u+w {' '.join(tops)}) or run where you can write, and rerun"
+        )
+
+
+def check_config_file(path):
+    """A config file that is not YAML, or not a mapping of keys, named in one line (Snakemake's
+    own message names no file)."""
+    if not os.path.exists(path):
+        return
+    try:
+        loaded = yaml.safe_load(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        raise WorkflowError(
+            f"config file {path} is not YAML{at}: fix its syntax, or restore it from the repository"
+        ) from None
+    if not isinstance(loaded, dict):
+        raise WorkflowError(
+            f"config file {path} is not a mapping of config keys (it holds a {type(loaded).__name__}): "
+            "write it as `key: value` lines (every key: config/README.md)"
+        )
 
 
 def typed(value, schema):
@@ -55,10 +122,30 @@ def config_error(e):
     if not hasattr(bad, "absolute_path"):
         return e
     key = ".".join(map(str, bad.absolute_path)) or "(top level)"
+    if bad.validator == "additionalProperties":
+        return unknown_keys(key, bad.instance, bad.schema.get("properties", {}))
     hint = bad.schema.get("description") if isinstance(bad.schema, dict) else None
     expected = f" (expected: {hint})" if hint else ""
     return WorkflowError(
         f"config key `{key}`: {bad.message}{expected}; fix it in your config file or --config"
+    )
+
+
+def unknown_keys(where, instance, known):
+    """An unknown key (a typo, most often) named with the closest known key of its object."""
+    prefix = "" if where == "(top level)" else f"{where}."
+    parts = []
+    for k in sorted(map(str, set(instance) - set(known))):
+        close = difflib.get_close_matches(k, list(known), n=1, cutoff=0.6)
+        hint = (
+            f"did you mean `{prefix}{close[0]}`?"
+            if close
+            else f"known keys here: {', '.join(known)}"
+        )
+        parts.append(f"`{prefix}{k}` is unknown ({hint})")
+    return WorkflowError(
+        f"config key {'; '.join(parts)}; fix it in your config file or --config "
+        "(every key: config/README.md)"
     )
 
 

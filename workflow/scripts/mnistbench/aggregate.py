@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from mnistbench import BenchError, files, schema, uncertainty
-from mnistbench.records import COLUMNS, INTEGER, NUMBER, OPTIONAL
+from mnistbench.records import ADDED, COLUMNS, INTEGER, NUMBER
 
 # A combination of the summary: runs pool by the machine they ran on (its hardware), not by host.
 MACHINE_KEYS = ["machine", "device", "model", "mode", "batch_size"]
@@ -88,9 +88,11 @@ def read_runs(path) -> pd.DataFrame:
         raise BenchError(
             f"{path}: not a CSV table of runs ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
         ) from None
-    for c in OPTIONAL:
+    if "dropped_samples" not in df.columns and {"train_samples", "batch_size"} <= set(df.columns):
+        df["dropped_samples"] = pd.to_numeric(df["train_samples"], errors="coerce") % df["batch_size"]
+    for c in ADDED:
         if c not in df.columns:
-            df[c] = ""
+            df[c] = np.nan
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise BenchError(
@@ -218,6 +220,27 @@ def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     return ok[ok["quality"].isin(list(use))]
 
 
+def kept_over_all(ok: pd.DataFrame, keys=MACHINE_KEYS) -> pd.DataFrame:
+    """Per combination of the runs `ok`: the median over its runs of each run's step time (the
+    kept steps) over its median over all timed steps (`kept_over_all`, below 1 where the slowed-
+    stretch rule left slow steps out), its 95 % interval over the runs, and whether the two differ
+    by more than it (`all_steps_differ`: the interval excludes 1; "" without an interval)."""
+    rows = []
+    if "step_time_all_steps_s" in ok.columns:
+        for key, g in ok.groupby(list(keys), sort=False):
+            all_steps = pd.to_numeric(g["step_time_all_steps_s"], errors="coerce")
+            r = pd.to_numeric(g["step_time_median_s"], errors="coerce") / all_steps
+            med, lo, hi = uncertainty.median_over_runs(r, key, stream="kept/all")
+            differ = "" if np.isnan(lo) else bool(hi < 1 or lo > 1)
+            rows.append(
+                dict(
+                    zip(keys, key), kept_over_all=med, kept_over_all_lo=lo, kept_over_all_hi=hi, all_steps_differ=differ
+                )
+            )
+    columns = list(keys) + ["kept_over_all", "kept_over_all_lo", "kept_over_all_hi", "all_steps_differ"]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFrame:
     """Per machine x device x network x mode x batch size (`host`: the hosts it ran on): median and IQR of
     samples/s over the usable repeats (status ok, timing verdict in `use`) with the 95 % interval
@@ -238,6 +261,20 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
         }
     )
     stats["samples_per_s_iqr"] = stats["samples_per_s_q3"] - stats["samples_per_s_q1"]
+    # Beside the step time of the kept steps, the median over all timed steps (what the step time
+    # would be without the slowed-stretch rule), pooled the same way, with its interval.
+    all_steps = ok.assign(
+        step_time_median_s=pd.to_numeric(ok.get("step_time_all_steps_s", np.nan), errors="coerce"),
+        step_time_blocks_s=ok.get("step_time_all_blocks_s", ""),
+    ).dropna(subset=["step_time_median_s"])
+    stats["step_time_all_steps_s"] = all_steps.groupby(MACHINE_KEYS)["step_time_median_s"].median()
+    all_bounds = {
+        key: uncertainty.interval(uncertainty.medians(drawn))
+        for key, drawn in uncertainty.replicates(all_steps, MACHINE_KEYS, stream="all steps").items()
+    }
+    for i, side in enumerate(("lo", "hi")):
+        stats[f"step_time_all_steps_s_{side}"] = [all_bounds.get(k, (np.nan, np.nan))[i] for k in stats.index]
+    stats = stats.join(kept_over_all(ok).set_index(MACHINE_KEYS))
     # The 95 % interval of the median samples/s over processes (uncertainty.py); none for one run.
     bounds = {
         key: uncertainty.interval(key[MACHINE_KEYS.index("batch_size")] / uncertainty.medians(drawn))

@@ -41,7 +41,9 @@ def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
     """
     raw = Path(root) / "MNIST" / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    with files.no_space_is_fatal(raw), tempfile.TemporaryDirectory(dir=raw, prefix=".download-") as tmp:
+    # A full disk names the folder the files go to (never the mirror's file, nor the private
+    # temporary folder they are fetched into).
+    with files.no_space_is_fatal(raw, where=raw), tempfile.TemporaryDirectory(dir=raw, prefix=".download-") as tmp:
         for filename in FILES:
             tried = []
             # An archive verified earlier stays beside the extracted files (which Snakemake deletes
@@ -51,7 +53,7 @@ def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
                 m.rstrip("/") + "/" + filename for m in mirrors
             ]:
                 try:
-                    _fetch(url, Path(tmp), filename, md5[filename])
+                    _fetch(url, Path(tmp), filename, md5[filename], raw)
                 except _Refused as e:
                     for name in (filename, filename.removesuffix(".gz")):
                         (Path(tmp) / name).unlink(missing_ok=True)
@@ -71,10 +73,11 @@ def download(root, mirrors: list[str], md5: dict[str, str], log=print) -> None:
                 os.replace(Path(tmp) / name, raw / name)
 
 
-def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
+def _fetch(url: str, folder: Path, filename: str, md5: str, dest: Path) -> None:
     """Download (torchvision) or copy (file://, which torchvision's downloader cannot read) one
     file, check its md5, extract it next to itself and check the extracted IDX file is whole.
-    Raises _Refused saying why this copy cannot be used."""
+    Raises _Refused saying why this copy cannot be used; a full disk names `dest`, the folder the
+    files are for."""
     # torchvision is imported here, not at the top: train jobs import this module and should not
     # pay for it.
     from torchvision.datasets.utils import calculate_md5, download_url
@@ -86,7 +89,7 @@ def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
         else:
             download_url(url, folder, filename)
     except (URLError, OSError, HTTPException, RuntimeError, ValueError) as e:  # HTTPException: a cut-off reply
-        files.raise_if_full(e, folder)
+        files.raise_if_full(e, folder, where=dest)
         raise _Refused(" ".join(str(getattr(e, "reason", e)).split()) or type(e).__name__) from e
     if not got.exists():
         raise _Refused("nothing was downloaded")
@@ -98,7 +101,7 @@ def _fetch(url: str, folder: Path, filename: str, md5: str) -> None:
         with gzip.open(got, "rb") as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)
     except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
-        files.raise_if_full(e, out)
+        files.raise_if_full(e, out, where=dest)
         raise _Refused(f"corrupt archive: {type(e).__name__}: {' '.join(str(e).split())}") from e
     _check_idx(out)
 

@@ -13,26 +13,37 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def raise_if_full(error: BaseException, path) -> None:
-    """A full disk (or quota) is the user's to fix: one line naming the path (a BenchError; the
-    package's __init__ imports nothing heavy), whatever library raised it and however deep."""
+def full_disk(where) -> str:
+    """The line for a full disk (or quota) under `where`."""
+    return (
+        f"no space left on the disk of {where} (the disk is full): free some space there, or put "
+        "results/ on a bigger disk (results/ may be a symlink to a folder there), and rerun"
+    )
+
+
+def raise_if_full(error: BaseException, path, where=None) -> None:
+    """A full disk (or quota) is the user's to fix: one line naming where it was written (`where`,
+    else the file being written: of a copy, its destination, never its source; else `path`), a
+    BenchError (the package's __init__ imports nothing heavy), whatever library raised it and
+    however deep."""
     from mnistbench import BenchError
 
     seen = error
     while seen is not None and not isinstance(seen, BenchError):  # a BenchError already says it
         if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            where = seen.filename or path
-            raise BenchError(f"no space left on the device of {where}: free some space there and rerun") from None
+            # A copy (shutil.copyfile, os.sendfile) names its source first and its destination
+            # second: the destination is the file that did not fit.
+            raise BenchError(full_disk(where or seen.filename2 or seen.filename or path)) from None
         seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
 
 
 @contextmanager
-def no_space_is_fatal(path):
+def no_space_is_fatal(path, where=None):
     """Within it, a full disk ends the job with raise_if_full's line instead of a traceback."""
     try:
         yield
     except Exception as e:
-        raise_if_full(e, path)
+        raise_if_full(e, path, where)
         raise
 
 

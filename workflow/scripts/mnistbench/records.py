@@ -19,12 +19,25 @@ NETWORK = ["flop_per_sample", "parameters", "model_digest", "input_nonzero_share
 # error; quality: the timing's verdict (ok, noisy, few_steps); each with its reason. attempts =
 # timings made (retimes + 1).
 OUTCOME = ["status", "message", "quality", "quality_note", "attempts"]
-# timed_epochs: the configured epochs and any more timed to reach min_timed_s.
-SIZES = ["epochs", "timed_epochs", "train_samples", "steps", "warmup_steps", "timed_steps", "steps_per_call"]
+# timed_epochs: the configured epochs and any more timed to reach min_timed_s; dropped_samples:
+# the train_samples after an epoch's last whole batch, which no step trains.
+SIZES = [
+    "epochs",
+    "timed_epochs",
+    "train_samples",
+    "dropped_samples",
+    "steps",
+    "warmup_steps",
+    "timed_steps",
+    "steps_per_call",
+]
 # The steady-state step time over the timed steps the machine did not slow (slowed_share: the
-# share of timed steps left out, uncertainty.undisturbed), and one-off and whole-epoch times.
+# share of timed steps left out, uncertainty.undisturbed), the median over all timed steps beside
+# it (step_time_all_steps_s: what the step time would be without that rule), and one-off and
+# whole-epoch times.
 TIMING = [
     "step_time_median_s",
+    "step_time_all_steps_s",
     "step_time_q1_s",
     "step_time_q3_s",
     "step_spread",
@@ -38,12 +51,16 @@ TIMING = [
 # The medians of the contiguous blocks of timed steps that the step time was taken over (the
 # undisturbed ones), space-separated: what the bootstrap (uncertainty.py) resamples within a
 # run, carried in runs.csv so merged machines get intervals too.
-BLOCKS = ["step_time_blocks_s"]
+# step_time_all_blocks_s: the same of all timed steps' blocks, for step_time_all_steps_s.
+BLOCKS = ["step_time_blocks_s", "step_time_all_blocks_s"]
 LEARNING = ["initial_loss", "final_loss", "test_loss", "test_accuracy", "time_to_target_s"]
 # What else the machine did while the kept timing ran.
 MACHINE = ["other_cores", "own_cpu_share", "gpu_others", "load_avg_start", "load_avg_end", "start_utc", "end_utc"]
 # The settings and code that produced it.
 PROVENANCE = ["loss", "init", "lr", "seed", "threads", "torch_version", "settings", "code"]
+# Columns a runs.csv of an earlier version lacks: read as empty (dropped_samples as computed from
+# its sizes), so that such a file still merges and the reference machines still show.
+ADDED = ["dropped_samples", "step_time_all_steps_s", "step_time_all_blocks_s", "input_nonzero_share"]
 COLUMNS = WHAT + NETWORK + OUTCOME + SIZES + TIMING + BLOCKS + LEARNING + MACHINE + PROVENANCE
 # Columns that hold numbers (another machine's runs.csv is checked against them).
 INTEGER = [
@@ -55,13 +72,12 @@ INTEGER = [
     "epochs",
     "timed_epochs",
     "train_samples",
+    "dropped_samples",
     "steps",
     "warmup_steps",
     "timed_steps",
 ]
 NUMBER = TIMING + LEARNING + ["other_cores", "own_cpu_share", "lr", "threads", "input_nonzero_share"]
-# Columns a runs.csv written before they existed may lack: read as empty, not refused.
-OPTIONAL = ["input_nonzero_share"]
 
 # A profile job's rows (profiling.py): the phases a step is split into, each in µs per step.
 PHASES = ["transfer", "forward", "backward", "fwd_bwd", "optimizer", "whole", "wait"]

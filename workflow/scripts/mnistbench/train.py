@@ -119,7 +119,11 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
     # stay out of the steady-state figures; capped at half an epoch, so large batches keep most
     # of their few steps.
     warmup = min(cfg["warmup_steps"], max(steps_per_epoch // 2, 1), total - 1)
-    row.update(train_samples=n, steps=total, warmup_steps=warmup, timed_steps=total - warmup)
+    # Whole batches only: the n % batch_size samples after the last whole batch of an epoch are
+    # not trained (dropped_samples), in every mode alike.
+    row.update(
+        train_samples=n, dropped_samples=n % batch_size, steps=total, warmup_steps=warmup, timed_steps=total - warmup
+    )
     reason = why_not(mode, device, s)
     if reason:  # before a user's module is loaded: its row says why the combination cannot run
         raise Unsupported(reason)
@@ -261,9 +265,10 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
     out["params"] = learned if learned is not None else _weights(trainer)
     del trainer
     timed_steps = step_times[warmup:]
-    # The step time is taken over the steps the machine left alone (uncertainty.undisturbed); the
-    # record keeps every step, and slowed_share says how many were left out.
-    kept_blocks, slowed_share = uncertainty.kept_blocks(timed_steps)
+    # The step time is taken over the steps the machine left alone (uncertainty.undisturbed; every
+    # step with `slowed_rule: false`); the record keeps every step, slowed_share says how many were
+    # left out, and step_time_all_steps_s is the median over all of them, beside it.
+    kept_blocks, slowed_share = uncertainty.kept_blocks(timed_steps, rule=cfg.get("slowed_rule", True))
     kept = uncertainty.steps_of(kept_blocks)
     med, q1, q3 = timing.quantiles(kept)
     spread = quality.spread(kept)
@@ -300,6 +305,7 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
     steady = epoch_times[1:]
     out.update(
         step_time_median_s=med,
+        step_time_all_steps_s=timing.quantiles(timed_steps)[0],
         step_time_q1_s=q1,
         step_time_q3_s=q3,
         samples_per_s=batch_size / med,
@@ -307,6 +313,7 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
         steady_epoch_s=timing.quantiles(steady)[0] if steady else "",
         total_train_s=cum,
         step_time_blocks_s=uncertainty.blocks_cell(kept_blocks),
+        step_time_all_blocks_s=uncertainty.blocks_cell(uncertainty.split(timed_steps)),
         test_loss=test_loss,
         test_accuracy=acc,
         time_to_target_s="" if time_to_target is None else time_to_target,

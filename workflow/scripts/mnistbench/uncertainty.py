@@ -76,11 +76,12 @@ def undisturbed(block_medians, steps_per_block: int = SLOWED_STEPS) -> np.ndarra
     return b <= SLOWED * np.sort(b)[1]
 
 
-def kept_blocks(step_times) -> tuple[list[np.ndarray], float]:
-    """(the undisturbed blocks of a run's timed steps, the share of timed steps left out)."""
+def kept_blocks(step_times, rule: bool = True) -> tuple[list[np.ndarray], float]:
+    """(the undisturbed blocks of a run's timed steps, the share of timed steps left out); every
+    block, and none left out, without the rule (`slowed_rule: false`)."""
     parts = split(step_times)
-    if not parts:
-        return [], 0.0
+    if not parts or not rule:
+        return parts, 0.0
     keep = undisturbed([np.median(p) for p in parts], min(len(p) for p in parts))
     kept = [p for p, k in zip(parts, keep) if k]
     return kept, 1.0 - sum(map(len, kept)) / sum(map(len, parts))
@@ -161,6 +162,18 @@ def replicates(ok: pd.DataFrame, keys, n_boot: int = N_BOOT, stream: str = "") -
         key = tuple(k.item() if hasattr(k, "item") else k for k in key)
         out[key] = drawn_runs(g["step_time_median_s"], cells.loc[g.index], key, n_boot, stream)
     return out
+
+
+def median_over_runs(values, key, n_boot: int = N_BOOT, stream: str = "") -> tuple[float, float, float]:
+    """(median, lo, hi) of a per-run number (e.g. a run's kept step time over its all-steps median)
+    over a combination's runs: its interval from the spread between processes alone (part 2),
+    NaN with fewer than 2 runs."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if len(v) == 0:
+        return math.nan, math.nan, math.nan
+    lo, hi = interval(np.median(drawn_runs(v, [""] * len(v), key, n_boot, stream), axis=1))
+    return float(np.median(v)), lo, hi
 
 
 def medians(drawn: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.ticker import EngFormatter
 
 from mnistbench import catalog
-from mnistbench.aggregate import succeeded
+from mnistbench.aggregate import kept_over_all, succeeded
 from mnistbench.devices import HOST, host_first
 from mnistbench.uncertainty import SLOWED
 
@@ -382,6 +382,33 @@ def slowed(ok: pd.DataFrame, host) -> list[str]:
         f"On {host}, something outside the training process slowed {pct(share.median())} of a run's timed "
         f"steps (the median run; {pct(share.max())} at most) by more than {SLOWED:g}x for stretches of the "
         "run; no step time here includes them (runs.csv counts them in slowed_share)."
+    ] + all_steps(ok, host)
+
+
+def all_steps(ok: pd.DataFrame, host, most: int = 8) -> list[str]:
+    """Where a step time and the median over all its runs' timed steps differ by more than the
+    interval of their ratio (summary.csv: kept_over_all, all_steps_differ), or that none does."""
+    effect = kept_over_all(ok)
+    judged = effect[effect["all_steps_differ"] != ""]
+    if judged.empty:
+        return []
+    differ = judged[judged["all_steps_differ"].astype(bool)]
+    if differ.empty:
+        return [
+            f"On {host}, the step time of the kept steps and the median over all timed steps "
+            f"(step_time_all_steps_s) agree within the interval of their ratio in all {len(judged)} combinations "
+            "that have one."
+        ]
+    named = [
+        f"{r['device']} {r['model']} {r['mode']} at batch {r['batch_size']} "
+        f"(kept/all {with_ci(r['kept_over_all'], r['kept_over_all_lo'], r['kept_over_all_hi'], times)})"
+        for _, r in differ.head(most).iterrows()
+    ]
+    more = f" and {len(differ) - most} more (summary.csv: all_steps_differ)" if len(differ) > most else ""
+    return [
+        f"On {host}, the step time of the kept steps and the median over all timed steps (step_time_all_steps_s) "
+        f"differ by more than their interval in {len(differ)} of {len(judged)} combinations: "
+        f"{'; '.join(named)}{more}."
     ]
 
 
