@@ -487,7 +487,7 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
     cols += ["samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "cpu_best_mode", "over_cpu_best"]
     cols += ["over_cpu_best_lo", "over_cpu_best_hi", "wins_from", "wins_from_lo", "wins_from_hi", "verdict"]
     rows = []
-    for host, model in [(h, m) for h in sorted(set(med["host"])) for m in networks(runs[runs["host"] == h])]:
+    for host, model in [(h, m) for h in machines.by_name(med["host"]) for m in networks(runs[runs["host"] == h])]:
         g = med[(med["host"] == host) & (med["model"] == model)]
         if g.empty:
             continue
@@ -680,7 +680,7 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.Data
     cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"]
     med = usable(runs, use).groupby(PLACE_KEYS, as_index=False)["samples_per_s"].median()
     rows = []
-    for host in sorted(set(runs["host"])):
+    for host in machines.by_name(runs["host"]):
         h = runs[runs["host"] == host]
         for device in host_first(h["device"]):
             sizes = sorted(set(h[h["device"] == device]["batch_size"]))
