@@ -135,10 +135,16 @@ def test_throughput_lines_fits_and_legend(devices):
     assert [int(t) for t in ax.get_xticks()] == GRID
 
 
-def test_throughput_one_panel_per_host():
-    runs = runs_for(hosts=("h1", "h2"))
+def test_throughput_compares_hosts_in_one_panel_per_device():
+    """Several machines: one panel per device, each machine's best mode a line in it, the fastest
+    and the slowest at the largest batch named (not a panel per machine)."""
+    runs = runs_for(hosts=("h1", "h2", "h10"))
+    runs.loc[runs["host"] == "h10", "samples_per_s"] *= 2  # h10 the fastest, h2 or h1 the slowest
     fig = figures.throughput(runs, analysis.fits(runs))
-    assert len(fig.axes) == 2 and {ax.get_title().split("— ")[-1] for ax in fig.axes} == {"h1", "h2"}
+    assert [ax.get_title() for ax in fig.axes] == [f"best mode on each of 3 machines, {d}" for d in ("cpu", "cuda")]
+    for ax in fig.axes:
+        assert sorted(line.get_gid() for line in ax.lines) == ["machine|h1", "machine|h10", "machine|h2"]
+        assert legend_texts(fig) >= {"fastest: h10"}
 
 
 # 2 speedup ---------------------------------------------------------------------------------------
