@@ -153,7 +153,7 @@ def several(df) -> bool:
     machines in one panel."""
     if df is None or not len(df) or "host" not in df.columns:
         return False
-    own = df[df["reference"].fillna("").astype(str) == ""] if "reference" in df.columns else df
+    own = df[df["reference"].astype(object).fillna("").astype(str) == ""] if "reference" in df.columns else df
     return own["host"].nunique() > 1
 
 
@@ -175,7 +175,11 @@ def rows_height(n: int) -> float:
 
 def place_label(df, host) -> str:
     """A place on a machine axis; a reference machine's marked."""
-    ref = df.loc[df["host"] == host, "reference"].fillna("").astype(str) if "reference" in df.columns else []
+    ref = (
+        df.loc[df["host"] == host, "reference"].astype(object).fillna("").astype(str)
+        if "reference" in df.columns
+        else []
+    )
     return f"{host} (reference)" if len(ref) and (ref != "").any() and not str(host).startswith("reference") else host
 
 
