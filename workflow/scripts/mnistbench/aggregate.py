@@ -88,12 +88,41 @@ def read_runs(path) -> pd.DataFrame:
         raise BenchError(
             f"{path}: not a CSV table of runs ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
         ) from None
+    has_columns(df, path)
+    return typed(df, path)
+
+
+def has_columns(df: pd.DataFrame, path) -> None:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise BenchError(
             f"{path}: not a runs.csv of this version of mnist-device-bench (missing columns: {', '.join(missing[:8])}"
             f"{' ...' if len(missing) > 8 else ''}); rerun that machine's pipeline with this code"
         )
+
+
+def read_rows(paths) -> pd.DataFrame:
+    """The train jobs' one-row CSVs as one checked table: each file read and its columns checked,
+    the numbers typed once for all of them (a file per run: checking each on its own cost most of
+    the aggregate step); a bad value is named with its file, as read_runs names it."""
+    frames = []
+    for path in paths:
+        try:
+            df = pd.read_csv(path)
+        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
+            return pd.concat([read_runs(p) for p in paths], ignore_index=True)  # names the file
+        has_columns(df, path)
+        frames.append(df)
+    try:
+        return typed(pd.concat(frames, ignore_index=True), "the train jobs' rows")
+    except BenchError:
+        for path in paths:
+            read_runs(path)  # names the file that holds it
+        raise
+
+
+def typed(df: pd.DataFrame, path) -> pd.DataFrame:
+    """A runs table's numeric columns as numbers: BenchError naming the file and the column."""
     for c in INTEGER + NUMBER:
         values = pd.to_numeric(df[c].replace("", pd.NA), errors="coerce")
         bad = df[c].notna() & (df[c].astype(str) != "") & values.isna()
@@ -215,7 +244,7 @@ def usable(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     return ok[ok["quality"].isin(list(use))]
 
 
-def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFrame:
+def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25, intervals=True) -> pd.DataFrame:
     """Per machine x device x network x mode x batch size (`host`: the hosts it ran on): median and IQR of
     samples/s over the usable repeats (status ok, timing verdict in `use`) with the 95 % interval
     of the median (`_lo`, `_hi`: over processes and the steps within them; none with one usable
@@ -236,9 +265,11 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
     )
     stats["samples_per_s_iqr"] = stats["samples_per_s_q3"] - stats["samples_per_s_q1"]
     # The 95 % interval of the median samples/s over processes (uncertainty.py); none for one run.
+    # Without `intervals` (a caller that reads only the spread of the repeats), NaN: no replicates.
+    drawn_all = uncertainty.replicates(ok, MACHINE_KEYS) if intervals else {}
     bounds = {
         key: uncertainty.interval(key[MACHINE_KEYS.index("batch_size")] / uncertainty.medians(drawn))
-        for key, drawn in uncertainty.replicates(ok, MACHINE_KEYS).items()
+        for key, drawn in drawn_all.items()
     }
     stats["samples_per_s_lo"] = [bounds.get(k, (np.nan, np.nan))[0] for k in stats.index]
     stats["samples_per_s_hi"] = [bounds.get(k, (np.nan, np.nan))[1] for k in stats.index]
@@ -277,7 +308,7 @@ def run(
 def _run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, cfg, log) -> None:
     records = load_records(env_files)
     here = {
-        "runs": pd.concat([read_runs(f) for f in row_files], ignore_index=True),
+        "runs": read_rows(row_files),
         "epochs": load_epochs(records),
         "environment": load_environment(records),
         "transfer": pd.read_csv(transfer_csv),

@@ -167,7 +167,7 @@ def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) ->
     """{(host, device, model, mode): (a, b) replicates in seconds}: the fit of fit_line made again
     on every replicate's drawn runs (NaN where a batch size has fewer than two usable runs)."""
     reps = replicates(runs, use) if reps is None else reps
-    out = {}
+    out, same_x = {}, {}
     for (host, device, model, mode), g in usable(runs, use).groupby(FIT_KEYS, sort=True):
         sizes = sorted(set(g["batch_size"]))
         if len(sizes) < 2:
@@ -179,7 +179,16 @@ def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) ->
             nan = np.full(len(Y), math.nan)
             out[(host, device, model, mode)] = (nan, nan)
         else:
-            out[(host, device, model, mode)] = uncertainty.fit_many(x, Y)
+            same_x.setdefault(tuple(x), []).append(((host, device, model, mode), Y))
+    # Each replicate is fitted on its own (fit_many works row by row): the fits of every
+    # combination with the same batch sizes and runs go in one call, many machines at the cost of
+    # a few calls instead of one per machine.
+    for x, fits_ in same_x.items():
+        a, b = uncertainty.fit_many(np.array(x), np.concatenate([Y for _, Y in fits_]))
+        start = 0
+        for key, Y in fits_:
+            out[key] = (a[start : start + len(Y)], b[start : start + len(Y)])
+            start += len(Y)
     return out
 
 
@@ -765,7 +774,7 @@ def excluded(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 
 def disagreeing(runs: pd.DataFrame, use=("ok",), limit=1.25) -> pd.DataFrame:
     """Combinations whose usable repeats' median step times differ by more than `limit`."""
-    s = summarise(runs, use, limit)
+    s = summarise(runs, use, limit, intervals=False)  # the spread only: no replicates drawn
     return s[s["repeats_agree"].astype(str) == "False"][PLACE_KEYS + ["n_ok", "repeat_spread"]].reset_index(drop=True)
 
 
