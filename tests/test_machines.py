@@ -243,8 +243,8 @@ def test_the_train_jobs_rows_are_read_as_one_table_and_a_bad_value_names_its_fil
 
 def test_names_sort_in_their_natural_order():
     assert machines.by_name(["node10", "node2", "vm", "node1", "gpu01", "gpu1"]) == [
-        "gpu1",
         "gpu01",
+        "gpu1",
         "node1",
         "node2",
         "node10",
