@@ -168,7 +168,7 @@ def _runs_replicates(medians, blocks, rng, n_boot) -> np.ndarray:
         idx = rng.integers(0, k, size=(j - i, n_boot, k))
         drawn = np.take_along_axis(group[:, None, :], idx, axis=2)
         scale = np.asarray(medians[i:j], dtype=float) / np.median(group, axis=1)
-        out[i:j] = list(np.median(drawn, axis=2) * scale[:, None])
+        out[i:j] = list(row_median(drawn, axis=2) * scale[:, None])
         i = j
     return np.stack(out)
 
@@ -217,6 +217,16 @@ def same_within_noise(ratio_reps) -> bool | float:
 # --- the fit, on every replicate at once ----------------------------------------------------------
 
 
+def row_median(a: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarray:
+    """np.median along an axis of finite values, the same numbers: sorting a short axis (a run's
+    16 blocks, a fit's points) costs a sixth of np.median's partition there."""
+    s = np.sort(a, axis=axis)
+    n = s.shape[axis]
+    mid = np.take(s, [(n - 1) // 2, n // 2], axis=axis)
+    out = np.mean(mid, axis=axis, keepdims=keepdims)
+    return out
+
+
 def fit_many(x, Y, iterations: int = 30) -> tuple[np.ndarray, np.ndarray]:
     """y = a + b*x fitted to every row of Y (replicates x points) at once, with a, b >= 0: the
     same estimator as analysis.fit_line (relative residuals, Huber weights), vectorised so that
@@ -232,11 +242,12 @@ def fit_many(x, Y, iterations: int = 30) -> tuple[np.ndarray, np.ndarray]:
         y, w = Y[active], base[active] * huber[active]
         a, b = _wls_many(x, y, w)
         r = (y - a[:, None] - b[:, None] * x) / y
-        mad = np.median(np.abs(r - np.median(r, axis=1, keepdims=True)), axis=1, keepdims=True)
+        mad = row_median(np.abs(r - row_median(r, axis=1, keepdims=True)), axis=1, keepdims=True)
         scale = 1.4826 * mad
         u = np.abs(r) / (1.345 * np.maximum(scale, 1e-300))
         new = np.where((u <= 1) | (scale <= 1e-12), 1.0, 1.0 / np.maximum(u, 1e-12))
-        moved = ~np.isclose(new, huber[active], rtol=1e-6, atol=1e-9).all(axis=1)
+        old = huber[active]
+        moved = (np.abs(new - old) > 1e-9 + 1e-6 * np.abs(old)).any(axis=1)  # np.isclose's test, row by row
         huber[active[moved]] = new[moved]
         active = active[moved]
     return _wls_many(x, Y, base * huber)
