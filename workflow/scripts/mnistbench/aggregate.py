@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mnistbench import BenchError, files, schema, uncertainty
+from mnistbench import BenchError, files, machines, schema, uncertainty
 from mnistbench.records import COLUMNS, INTEGER, NUMBER
 
 # A combination of the summary: runs pool by the machine they ran on (its hardware), not by host.
@@ -274,7 +274,7 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25, intervals=Tru
     stats["samples_per_s_lo"] = [bounds.get(k, (np.nan, np.nan))[0] for k in stats.index]
     stats["samples_per_s_hi"] = [bounds.get(k, (np.nan, np.nan))[1] for k in stats.index]
     counts = runs.groupby(MACHINE_KEYS).agg(
-        host=("host", lambda s: ",".join(sorted(set(s)))),
+        host=("host", lambda s: ",".join(machines.by_name(s))),
         device_name=("device_name", "first"),
         n_runs=("status", "size"),
         statuses=("status", lambda s: ",".join(sorted(set(s)))),

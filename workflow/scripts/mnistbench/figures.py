@@ -847,7 +847,7 @@ def cost(fits: pd.DataFrame) -> plt.Figure:
         return note_figure(title, "No fit of a + b·batch: nothing to draw (run two or more batch sizes).")
     if several(f):
         return cost_machines(f)
-    hosts = sorted(set(f["host"]))
+    hosts = machines.by_name(f["host"])
     fig, axes = grid(len(hosts), 2, size=(7.5, 5))
     for ax, host in zip(axes, hosts):
         h = f[f["host"] == host].sort_values("flop_per_sample")
@@ -897,7 +897,7 @@ def cost(fits: pd.DataFrame) -> plt.Figure:
 def cost_finding(f: pd.DataFrame) -> str:
     """The cost figure's title: on the first place's cpu, how much of the fastest mode's cost per
     sample the arithmetic explains at the smallest and the largest network."""
-    h = f[(f["host"] == sorted(set(f["host"]))[0]) & (f["device"] == HOST)]
+    h = f[(f["host"] == machines.by_name(f["host"])[0]) & (f["device"] == HOST)]
     if h.empty or "limit_us" not in h or h["limit_us"].isna().all() or h["model"].nunique() < 2:
         return "Cost per sample (b of step time = a + b·batch) against FLOP per sample"
     best = h.loc[h.groupby("model")["b_us"].idxmin()].sort_values("flop_per_sample")
@@ -977,7 +977,7 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",))
     med["batch"] = med["batch_size"].map(lambda b: f"batch {b}")
     batches = [f"batch {b}" for b in sorted(set(med["batch_size"]))]
     order = networks(runs[runs["model"].isin(set(med["model"]))])
-    panels = [(h, m, d) for h in sorted(set(med["host"])) for m in order for d in host_first(med["device"])]
+    panels = [(h, m, d) for h in machines.by_name(med["host"]) for m in order for d in host_first(med["device"])]
     panels = [
         (h, m, d) for h, m, d in panels if ((med["host"] == h) & (med["model"] == m) & (med["device"] == d)).any()
     ]
