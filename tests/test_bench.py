@@ -1,11 +1,13 @@
 """Benchmarks are not tests: this only checks that each bench script runs, on a tiny size, and
 prints its ratio last."""
 
+import re
 import subprocess
 import sys
 
 import pytest
 from conftest import REPO
+from mnistbench import catalog
 
 pytestmark = pytest.mark.slow  # each starts Python and torch, some a whole pipeline
 
@@ -107,3 +109,21 @@ def test_slowed_rule_prints_every_combinations_ratio(cpu_pipeline):
     assert len(rows) == n and all("(" in r or "no interval" in r for r in rows), out
     last = out.strip().splitlines()[-1]
     assert last.startswith("slowed rule: kept/all ratio ") and f"over {n} combinations" in last, last
+
+
+def test_fifty_machines_relabels_a_finished_run_and_prints_sizes_and_the_headline(cpu_pipeline):
+    """bench/fifty_machines.py on the shared finished run as 12 machines (a tiny size: it proves
+    the script works, not how fast the steps are): the three steps' times, every registered
+    figure within 3000 px, a headline across machines of at most ten bullets, the total last."""
+    results = cpu_pipeline[1] / "results"
+    out = end_to_end("fifty_machines.py", str(results), "--machines", "12")
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("12 machines, ")
+    for step in ("aggregate", "analyse", "figures"):
+        assert any(line.startswith(f"{step}: ") for line in lines), out
+    sizes = dict(re.findall(r"^figure (\w+): (\d+ x \d+) px", out, re.M))
+    assert set(sizes) == set(catalog.FIGURES), out
+    assert all(max(map(int, s.split(" x "))) <= 3000 for s in sizes.values()), sizes
+    bullets = int(re.search(r"^summary.md: \d+ kB, (\d+) headline bullets", out, re.M).group(1))
+    assert 1 < bullets <= 10 and "12 machines (cpu: 12)" in out
+    assert "x (target <= 60 s, <= 3000 px)" in lines[-1]

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from mnistbench import analysis, catalog, figures, words
 from mnistbench.catalog import MODES as LADDER
+from PIL import Image
 from test_analysis import GRID, synthetic_runs, transfer_table
 
 MODES = ["manual", "module", "dataloader"]
@@ -135,10 +136,16 @@ def test_throughput_lines_fits_and_legend(devices):
     assert [int(t) for t in ax.get_xticks()] == GRID
 
 
-def test_throughput_one_panel_per_host():
-    runs = runs_for(hosts=("h1", "h2"))
+def test_throughput_compares_hosts_in_one_panel_per_device():
+    """Several machines: one panel per device, each machine's best mode a line in it, the fastest
+    and the slowest at the largest batch named (not a panel per machine)."""
+    runs = runs_for(hosts=("h1", "h2", "h10"))
+    runs.loc[runs["host"] == "h10", "samples_per_s"] *= 2  # h10 the fastest, h2 or h1 the slowest
     fig = figures.throughput(runs, analysis.fits(runs))
-    assert len(fig.axes) == 2 and {ax.get_title().split("— ")[-1] for ax in fig.axes} == {"h1", "h2"}
+    assert [ax.get_title() for ax in fig.axes] == [f"best mode on each of 3 machines, {d}" for d in ("cpu", "cuda")]
+    for ax in fig.axes:
+        assert sorted(line.get_gid() for line in ax.lines) == ["machine|h1", "machine|h10", "machine|h2"]
+        assert legend_texts(fig) >= {"fastest: h10"}
 
 
 # 2 speedup ---------------------------------------------------------------------------------------
@@ -423,3 +430,86 @@ def test_every_figure_uses_the_shared_palette():
     lines = [ln for ln in drawn["throughput cpu"].axes[0].lines if ln.get_gid() is None and len(ln.get_xdata()) > 1]
     assert {mcolors.to_rgb(ln.get_color()) for ln in lines} == {mcolors.to_rgb(figures.MODE_COLOR[m]) for m in MODES}
     assert set(figures.MODE_COLOR) == set(LADDER) and len(set(figures.MODE_COLOR.values())) == len(LADDER)
+
+
+# many machines ------------------------------------------------------------------------------------
+
+
+def many_machines(n: int) -> tuple[dict, dict, dict]:
+    """n machines node1..node<n>, cpu and cuda each, their step times scaled by a factor of their
+    own (node names and speed in unrelated orders): (tables, found, {host: scale})."""
+    scales = {f"node{k + 1}": 1.0 + ((k * 37) % n) / n for k in range(n)}
+    parts, prof, transfer = [], [], []
+    for k, (host, s) in enumerate(scales.items()):
+        truth = {("cpu", "seed"): (220.0 * s, 1.4 * s), ("cpu", "module"): (40.0 * s, 1.0 * s)}
+        truth[("cuda", "module")] = (300.0 * s, 0.1 * s)
+        parts.append(synthetic_runs(truth, sizes=(1, 64, 4096), repeats=2, noise=0.001, seed=k, host=host))
+        prof.append(profile_for(sizes=(1,)).assign(host=host))
+        transfer.append(transfer_table(host=host))
+    runs = pd.concat(parts, ignore_index=True)
+    runs["message"], runs["quality_note"] = "", ""
+    transfer = pd.concat(transfer, ignore_index=True)
+    tables, found = analysis.analyse(
+        runs,
+        transfer,
+        pd.concat(prof, ignore_index=True),
+        pd.DataFrame(columns=["host", "device"]),
+        {"quality": {"use": ["ok"]}},
+    )
+    tables["epochs"], tables["transfer"] = epochs_for(runs[runs.batch_size == 64]), transfer
+    return tables, found, scales
+
+
+def test_fifty_machines_one_overview_and_figures_that_compare_them(tmp_path):
+    """Fifty machines: summary.md opens with at most ten headline bullets and every machine ranked
+    fastest first, then a section per machine in the natural order of names (node2 before
+    node10); every registered figure compares the machines in one panel per device (not one per
+    machine) and none is larger than 3000 pixels on a side."""
+    tables, found, scales = many_machines(50)
+    fastest = sorted(scales, key=scales.get)  # the smallest scale is the fastest machine
+    md = words.summary_md(found, {}, tables["environment"], tables)
+    head = md.split("## The headline", 1)[1].split("\n## ", 1)[0]
+    bullets = [line for line in head.splitlines() if line.startswith("- ")]
+    assert 2 <= len(bullets) <= words.MAX_HEADLINE, bullets
+    assert f"the fastest is {fastest[0]}, module" in head and f"the slowest {fastest[-1]}, module" in head
+    ranked = md.split("## Machines ranked", 1)[1].split("\n## ", 1)[0]
+    cpu = ranked.split("### cpu, mlp-16-16", 1)[1].split("###", 1)[0]
+    order = re.findall(r"^\| \d+ \| (\S+) \|", cpu, re.M)
+    assert order == fastest, order  # ranked by speed, every machine once
+    sections = re.findall(r"^## (node\d+)$", md, re.M)
+    assert sections == [f"node{k}" for k in range(1, 51)]  # natural order: node2 before node10
+    assert md.index("## Machines ranked") < md.index("## node1\n")
+    node7 = md.split("## node7\n", 1)[1].split("\n## ", 1)[0]
+    assert "On node7, cpu, mlp-16-16: the beginner's code trains" in node7  # each machine's own headline
+
+    inp = {}
+    for name in catalog.inputs():
+        inp[name] = tmp_path / f"{name}.csv"
+        tables[name].to_csv(inp[name], index=False)
+    out = {name: tmp_path / f"{name}.png" for name in catalog.FIGURES}
+    drawn, save = {}, figures.save
+
+    def keep(fig, path, dpi):
+        drawn[path.stem] = [ax for ax in fig.axes if ax.get_title()]
+        return save(fig, path, dpi=dpi)
+
+    figures.save = keep
+    try:
+        figures.render(inp, out, target=0.9, log=lambda m: None)  # the config's default dpi
+    finally:
+        figures.save = save
+    for name, path in out.items():
+        with Image.open(path) as im:
+            assert max(im.size) <= figures.MAX_PIXELS, (name, im.size)
+        assert len(drawn[name]) <= 4, (name, [ax.get_title() for ax in drawn[name]])  # panels per device, not machine
+    ladder = drawn["ladder"][0]
+    assert ladder.get_title() == "batch 1, cpu"
+    assert [t.get_text() for t in ladder.get_yticklabels()] == fastest  # fastest at the top
+
+
+def test_past_max_shown_machines_an_axis_keeps_the_fastest_and_the_slowest():
+    names = [f"m{k}" for k in range(100)]
+    order, note = figures.fastest_first(pd.Series(range(100), index=names, dtype=float))
+    assert len(order) == figures.MAX_SHOWN and order[0] == "m99" and order[-1] == "m0"
+    assert note == f" (the fastest and the slowest {figures.MAX_SHOWN // 2} of 100 machines)"
+    assert figures.fastest_first(pd.Series([1.0, 1.0], index=["n10", "n2"]))[0] == ["n2", "n10"]

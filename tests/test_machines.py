@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import snakemake, tiny_config
-from mnistbench import aggregate, analysis, env, figures, machines, spec, words
+from mnistbench import BenchError, aggregate, analysis, env, figures, machines, records, spec, words
 
 EPYC = "AMD EPYC 9654, 8 threads; torch 2.11.0"
 XEON = "Intel Xeon Platinum 8480+, 8 threads; torch 2.11.0"
@@ -223,3 +223,31 @@ def test_cpu_on_gpu_partition_adds_cpu_runs_on_the_gpu_nodes(mirror, tmp_path):
     assert set(jobs) == {"cpu", "cpu@gpu", "cuda"}
     assert (jobs["cpu@gpu"]["slurm_partition"], jobs["cpu@gpu"]["gpu"]) == ("gpu", "0")
     assert jobs["cpu"]["slurm_partition"] == "cpu"
+
+
+def test_the_train_jobs_rows_are_read_as_one_table_and_a_bad_value_names_its_file(tmp_path):
+    """aggregate reads the one-row CSV of every train job at once (read_rows): the same table as
+    reading each with read_runs, and a value that is not a number is named with its file."""
+    table = rows(EPYC, ["cpu01"]).reindex(columns=records.COLUMNS)
+    paths = []
+    for i in range(len(table)):
+        paths.append(tmp_path / f"r{i}.csv")
+        table.iloc[[i]].to_csv(paths[-1], index=False)
+    together = aggregate.read_rows(paths)
+    pd.testing.assert_frame_equal(together, pd.concat([aggregate.read_runs(p) for p in paths], ignore_index=True))
+    bad = table.iloc[[3]].assign(samples_per_s="fast")
+    bad.to_csv(paths[3], index=False)
+    with pytest.raises(BenchError, match=rf"^{re.escape(str(paths[3]))}: column samples_per_s holds 'fast'"):
+        aggregate.read_rows(paths)
+
+
+def test_names_sort_in_their_natural_order():
+    assert machines.by_name(["node10", "node2", "vm", "node1", "gpu01", "gpu1"]) == [
+        "gpu01",
+        "gpu1",
+        "node1",
+        "node2",
+        "node10",
+        "vm",
+    ]
+    assert machines.hostlist(["n10", "n9", "n2", "n1"]) == "n1, n2, n9 and 1 more"

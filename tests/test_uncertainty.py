@@ -396,3 +396,22 @@ def test_slowed_rule_false_keeps_every_step(tensors, monkeypatch):
     assert off["slowed_share"] == 0
     assert off["step_time_median_s"] == off["step_time_all_steps_s"] == pytest.approx(np.median(timed))
     assert off["step_time_blocks_s"] == off["step_time_all_blocks_s"]
+
+
+def test_runs_drawn_together_are_the_runs_drawn_one_by_one():
+    """drawn_runs draws consecutive runs with as many blocks in one call: the same replicates as
+    run_replicates run by run (and the same between-process shift after them), whatever mix of
+    block counts and runs without blocks a combination has."""
+    rng = np.random.default_rng(3)
+    cell = lambda k: " ".join(f"{v:.6g}" for v in rng.lognormal(0, 0.1, k) * 1e-4)  # noqa: E731
+    cells = [cell(16), cell(16), cell(1), cell(12), cell(12), "", cell(16)]
+    medians = [1e-4, 1.1e-4, 0.9e-4, 1.05e-4, 1e-4, 0.95e-4, 1.02e-4]
+    got = uncertainty.drawn_runs(medians, cells, ("k", 1))
+    r = uncertainty.rng_for(("k", 1))
+    one_by_one = np.stack(
+        [uncertainty.run_replicates(m, uncertainty.parse_blocks(c), r) for m, c in zip(medians, cells)]
+    )
+    n = len(medians)
+    shift = np.std(np.log(medians), ddof=1) / math.sqrt(n) * r.standard_t(n - 1, size=uncertainty.N_BOOT)
+    expected = one_by_one.T * np.exp(np.clip(shift, -uncertainty.MAX_LOG_SHIFT, uncertainty.MAX_LOG_SHIFT))[:, None]
+    np.testing.assert_allclose(got, expected, rtol=1e-12)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mnistbench import BenchError, files, schema, uncertainty
+from mnistbench import BenchError, files, machines, schema, uncertainty
 from mnistbench.records import ADDED, COLUMNS, INTEGER, NUMBER
 
 # A combination of the summary: runs pool by the machine they ran on (its hardware), not by host.
@@ -88,6 +88,13 @@ def read_runs(path) -> pd.DataFrame:
         raise BenchError(
             f"{path}: not a CSV table of runs ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
         ) from None
+    has_columns(df, path)
+    return typed(df, path)
+
+
+def has_columns(df: pd.DataFrame, path) -> None:
+    """Refuses a table that lacks a column of this version's runs.csv, after filling in (in
+    place) those an earlier version did not write (records.ADDED)."""
     if "dropped_samples" not in df.columns and {"train_samples", "batch_size"} <= set(df.columns):
         df["dropped_samples"] = pd.to_numeric(df["train_samples"], errors="coerce") % df["batch_size"]
     for c in ADDED:
@@ -99,6 +106,30 @@ def read_runs(path) -> pd.DataFrame:
             f"{path}: not a runs.csv of this version of mnist-device-bench (missing columns: {', '.join(missing[:8])}"
             f"{' ...' if len(missing) > 8 else ''}); rerun that machine's pipeline with this code"
         )
+
+
+def read_rows(paths) -> pd.DataFrame:
+    """The train jobs' one-row CSVs as one checked table: each file read and its columns checked,
+    the numbers typed once for all of them (a file per run: checking each on its own cost most of
+    the aggregate step); a bad value is named with its file, as read_runs names it."""
+    frames = []
+    for path in paths:
+        try:
+            df = pd.read_csv(path)
+        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
+            return pd.concat([read_runs(p) for p in paths], ignore_index=True)  # names the file
+        has_columns(df, path)
+        frames.append(df)
+    try:
+        return typed(pd.concat(frames, ignore_index=True), "the train jobs' rows")
+    except BenchError:
+        for path in paths:
+            read_runs(path)  # names the file that holds it
+        raise
+
+
+def typed(df: pd.DataFrame, path) -> pd.DataFrame:
+    """A runs table's numeric columns as numbers: BenchError naming the file and the column."""
     for c in INTEGER + NUMBER:
         values = pd.to_numeric(df[c].replace("", pd.NA), errors="coerce")
         bad = df[c].notna() & (df[c].astype(str) != "") & values.isna()
@@ -241,7 +272,7 @@ def kept_over_all(ok: pd.DataFrame, keys=MACHINE_KEYS) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFrame:
+def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25, intervals=True) -> pd.DataFrame:
     """Per machine x device x network x mode x batch size (`host`: the hosts it ran on): median and IQR of
     samples/s over the usable repeats (status ok, timing verdict in `use`) with the 95 % interval
     of the median (`_lo`, `_hi`: over processes and the steps within them; none with one usable
@@ -270,20 +301,24 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25) -> pd.DataFra
     stats["step_time_all_steps_s"] = all_steps.groupby(MACHINE_KEYS)["step_time_median_s"].median()
     all_bounds = {
         key: uncertainty.interval(uncertainty.medians(drawn))
-        for key, drawn in uncertainty.replicates(all_steps, MACHINE_KEYS, stream="all steps").items()
+        for key, drawn in (
+            uncertainty.replicates(all_steps, MACHINE_KEYS, stream="all steps") if intervals else {}
+        ).items()
     }
     for i, side in enumerate(("lo", "hi")):
         stats[f"step_time_all_steps_s_{side}"] = [all_bounds.get(k, (np.nan, np.nan))[i] for k in stats.index]
     stats = stats.join(kept_over_all(ok).set_index(MACHINE_KEYS))
     # The 95 % interval of the median samples/s over processes (uncertainty.py); none for one run.
+    # Without `intervals` (a caller that reads only the spread of the repeats), NaN: no replicates.
+    drawn_all = uncertainty.replicates(ok, MACHINE_KEYS) if intervals else {}
     bounds = {
         key: uncertainty.interval(key[MACHINE_KEYS.index("batch_size")] / uncertainty.medians(drawn))
-        for key, drawn in uncertainty.replicates(ok, MACHINE_KEYS).items()
+        for key, drawn in drawn_all.items()
     }
     stats["samples_per_s_lo"] = [bounds.get(k, (np.nan, np.nan))[0] for k in stats.index]
     stats["samples_per_s_hi"] = [bounds.get(k, (np.nan, np.nan))[1] for k in stats.index]
     counts = runs.groupby(MACHINE_KEYS).agg(
-        host=("host", lambda s: ",".join(sorted(set(s)))),
+        host=("host", lambda s: ",".join(machines.by_name(s))),
         device_name=("device_name", "first"),
         n_runs=("status", "size"),
         statuses=("status", lambda s: ",".join(sorted(set(s)))),
@@ -317,7 +352,7 @@ def run(
 def _run(row_files, env_files, transfer_csv, profile_files, merge_files, left_out, out, cfg, log) -> None:
     records = load_records(env_files)
     here = {
-        "runs": pd.concat([read_runs(f) for f in row_files], ignore_index=True),
+        "runs": read_rows(row_files),
         "epochs": load_epochs(records),
         "environment": load_environment(records),
         "transfer": pd.read_csv(transfer_csv),

@@ -167,7 +167,7 @@ def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) ->
     """{(host, device, model, mode): (a, b) replicates in seconds}: the fit of fit_line made again
     on every replicate's drawn runs (NaN where a batch size has fewer than two usable runs)."""
     reps = replicates(runs, use) if reps is None else reps
-    out = {}
+    out, same_x = {}, {}
     for (host, device, model, mode), g in usable(runs, use).groupby(FIT_KEYS, sort=True):
         sizes = sorted(set(g["batch_size"]))
         if len(sizes) < 2:
@@ -179,7 +179,16 @@ def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) ->
             nan = np.full(len(Y), math.nan)
             out[(host, device, model, mode)] = (nan, nan)
         else:
-            out[(host, device, model, mode)] = uncertainty.fit_many(x, Y)
+            same_x.setdefault(tuple(x), []).append(((host, device, model, mode), Y))
+    # Each replicate is fitted on its own (fit_many works row by row): the fits of every
+    # combination with the same batch sizes and runs go in one call, many machines at the cost of
+    # a few calls instead of one per machine.
+    for x, fits_ in same_x.items():
+        a, b = uncertainty.fit_many(np.array(x), np.concatenate([Y for _, Y in fits_]))
+        start = 0
+        for key, Y in fits_:
+            out[key] = (a[start : start + len(Y)], b[start : start + len(Y)])
+            start += len(Y)
     return out
 
 
@@ -509,7 +518,7 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
     cols += ["samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "cpu_best_mode", "over_cpu_best"]
     cols += ["over_cpu_best_lo", "over_cpu_best_hi", "wins_from", "wins_from_lo", "wins_from_hi", "verdict"]
     rows = []
-    for host, model in [(h, m) for h in sorted(set(med["host"])) for m in networks(runs[runs["host"] == h])]:
+    for host, model in [(h, m) for h in machines.by_name(med["host"]) for m in networks(runs[runs["host"] == h])]:
         g = med[(med["host"] == host) & (med["model"] == model)]
         if g.empty:
             continue
@@ -705,7 +714,7 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
     cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi", "limit_samples_per_s"]
     med = usable(runs, use).groupby(PLACE_KEYS, as_index=False)["samples_per_s"].median()
     rows = []
-    for host in sorted(set(runs["host"])):
+    for host in machines.by_name(runs["host"]):
         h = runs[runs["host"] == host]
         for device in host_first(h["device"]):
             sizes = sorted(set(h[h["device"] == device]["batch_size"]))
@@ -793,7 +802,7 @@ def excluded(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 
 def disagreeing(runs: pd.DataFrame, use=("ok",), limit=1.25) -> pd.DataFrame:
     """Combinations whose usable repeats' median step times differ by more than `limit`."""
-    s = summarise(runs, use, limit)
+    s = summarise(runs, use, limit, intervals=False)  # the spread only: no replicates drawn
     return s[s["repeats_agree"].astype(str) == "False"][PLACE_KEYS + ["n_ok", "repeat_spread"]].reset_index(drop=True)
 
 

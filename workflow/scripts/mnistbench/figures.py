@@ -131,10 +131,56 @@ def grid(n_panels: int, ncols: int, size=(6.5, 4.5)):
 
 
 def hosts_of(df) -> list:
-    """The places of a table, sorted, this run's first and reference machines' (a `reference`
-    label, analysis.beside) after them."""
+    """The places of a table in the natural order of their names, this run's first and reference
+    machines' (a `reference` label, analysis.beside) after them."""
     ref = df["reference"].fillna("").astype(str) if "reference" in df.columns else pd.Series("", index=df.index)
-    return sorted(set(df["host"]), key=lambda h: (bool((ref[df["host"] == h] != "").any()), h))
+    return sorted(set(df["host"]), key=lambda h: (bool((ref[df["host"] == h] != "").any()), machines.natural(h)))
+
+
+# --- many machines ------------------------------------------------------------------------------
+# With several machines (places) of this run, a figure compares them in one panel, machines on an
+# axis sorted by speed, instead of a panel per machine; at most MAX_SHOWN machines stand on an
+# axis (the fastest and the slowest half of that), and no figure is saved larger than MAX_PIXELS
+# on a side (save): however many machines merge in, every figure stays a readable size.
+MAX_SHOWN = 60
+MAX_LEGEND = 8  # hosts a legend names one by one
+MAX_PIXELS = 3000
+ROW_IN = 0.24  # inches per machine on an axis
+
+
+def several(df) -> bool:
+    """Whether a table holds more than one machine (place) of this run: figures then compare
+    machines in one panel."""
+    if df is None or not len(df) or "host" not in df.columns:
+        return False
+    own = df[df["reference"].astype(object).fillna("").astype(str) == ""] if "reference" in df.columns else df
+    return own["host"].nunique() > 1
+
+
+def fastest_first(value: pd.Series) -> tuple[list, str]:
+    """Places fastest first (value: {place: a speed, larger is faster}; ties in natural order),
+    cut to MAX_SHOWN (the fastest and the slowest half), and a note saying so where cut."""
+    v = value.dropna()
+    order = sorted(v.index, key=lambda h: (-v[h], machines.natural(h)))
+    order += machines.by_name(set(value.index) - set(order))  # no value: last
+    if len(order) <= MAX_SHOWN:
+        return order, ""
+    half = MAX_SHOWN // 2
+    return order[:half] + order[-half:], f" (the fastest and the slowest {half} of {len(order)} machines)"
+
+
+def rows_height(n: int) -> float:
+    return 1.4 + ROW_IN * n
+
+
+def place_label(df, host) -> str:
+    """A place on a machine axis; a reference machine's marked."""
+    ref = (
+        df.loc[df["host"] == host, "reference"].astype(object).fillna("").astype(str)
+        if "reference" in df.columns
+        else []
+    )
+    return f"{host} (reference)" if len(ref) and (ref != "").any() and not str(host).startswith("reference") else host
 
 
 def host_device_panels(df) -> list:
@@ -154,6 +200,273 @@ def panel_title(base: str, host, model, hosts, models) -> str:
     return " — ".join(parts)
 
 
+def machine_dots(ax, p: pd.DataFrame, value: str, larger_is_faster: bool = True) -> str:
+    """One panel comparing machines: a row per place (fastest at the top, at most MAX_SHOWN), a
+    marker per mode at its `value` (log axis) with its 95 % interval (`value`_lo/_hi) as a line.
+    Returns the note of fastest_first (which places it left out)."""
+    per = p.groupby("host")[value].max() if larger_is_faster else -p.groupby("host")[value].min()
+    order, note = fastest_first(per)
+    y = {h: i for i, h in enumerate(order)}
+    for mode in ladder_order(p["mode"]):
+        g = p[(p["mode"] == mode) & p["host"].isin(order) & p[value].notna()]
+        if g.empty:
+            continue
+        ys = g["host"].map(y).to_numpy()
+        c = MODE_COLOR[mode]
+        pts = ax.scatter(g[value], ys, color=c, marker=MODE_MARKER[mode], s=22, label=mode, zorder=3)
+        pts.set_gid(f"machines|{mode}")
+        lo, hi = f"{value}_lo", f"{value}_hi"
+        if {lo, hi} <= set(g.columns) and g[lo].notna().any():
+            have = g[lo].notna() & g[hi].notna()
+            lines = ax.hlines(ys[have.to_numpy()], g[lo][have], g[hi][have], color=c, lw=1, alpha=0.6)
+            lines.set_gid("interval")
+    ax.set_yticks(range(len(order)), [place_label(p, h) for h in order], fontsize=8)
+    ax.set_ylim(len(order) - 0.5, -0.5)  # the fastest at the top
+    ax.set_xscale("log")
+    log_ticks(ax, "x")
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    ax.grid(True, axis="y", alpha=0.15)
+    return note
+
+
+def device_model_panels(df) -> list:
+    """(device, network) pairs: the cpu first, the networks in the table's order."""
+    return [(d, m) for d in host_first(df["device"]) for m in dict.fromkeys(df[df["device"] == d]["model"])]
+
+
+def ladder_machines(lad: pd.DataFrame) -> plt.Figure:
+    """The ladder across machines: per device and network, at the smallest and the largest batch,
+    a row per machine (fastest at the top) with every mode's samples/s and its interval."""
+    points = [p for p in ("smallest", "largest") if p in set(lad["point"])]
+    panels = device_model_panels(lad)
+    n = min(MAX_SHOWN, lad["host"].nunique())
+    fig, axes = plt.subplots(
+        len(panels), len(points), figsize=(6.5 * len(points) + 1.5, rows_height(n) * len(panels)), squeeze=False
+    )
+    models = {m for _, m in panels}
+    for row, (device, model) in zip(axes, panels):
+        for ax, point in zip(row, points):
+            p = lad[(lad["device"] == device) & (lad["model"] == model) & (lad["point"] == point)]
+            note = machine_dots(ax, p, "samples_per_s")
+            b = p["batch_size"].iloc[0] if len(p) else ""
+            ax.set(xlabel="samples / s (median, 95 % interval)", ylabel="machine (fastest first)")
+            ax.set_title(f"batch {b}, {device}" + (f", {model}" if len(models) > 1 else "") + note, fontsize=10)
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize=8, title="mode")
+    fig.suptitle(machines_finding(lad))
+    fig.tight_layout()
+    return fig
+
+
+def machines_finding(lad: pd.DataFrame) -> str:
+    """The title across machines: on the first device and network, the fastest and the slowest
+    machine's best mode at the smallest batch, and how many machines there are."""
+    device, model = device_model_panels(lad)[0]
+    p = lad[(lad["device"] == device) & (lad["model"] == model) & (lad["point"] == lad["point"].iloc[0])]
+    p = p[p["samples_per_s"].notna()]
+    if p.empty:
+        return f"The mode ladder on {lad['host'].nunique()} machines"
+    top = p.loc[p.groupby("host")["samples_per_s"].idxmax()].sort_values("samples_per_s")
+    fast, slow = top.iloc[-1], top.iloc[0]
+    return (
+        f"{lad['host'].nunique()} machines, {device}, {model}, batch {fast['batch_size']}: fastest {fast['host']} "
+        f"({fast['mode']}, {rate(fast['samples_per_s'])}/s), slowest {slow['host']} "
+        f"({slow['mode']}, {rate(slow['samples_per_s'])}/s)"
+    )
+
+
+def throughput_machines(ok: pd.DataFrame) -> plt.Figure:
+    """samples/s against batch size across machines: per device and network, each machine's best
+    mode (median over its repeats) as a thin grey line, the fastest and the slowest at the largest
+    batch size in colour and named."""
+    med = ok.groupby(["host", "device", "model", "mode", "batch_size"])["samples_per_s"].median().reset_index()
+    best = med.groupby(["host", "device", "model", "batch_size"])["samples_per_s"].max().reset_index()
+    panels = device_model_panels(best)
+    models = {m for _, m in panels}
+    fig, axes = grid(len(panels), 2, size=(8, 5))
+    for ax, (device, model) in zip(axes, panels):
+        g = best[(best["device"] == device) & (best["model"] == model)]
+        top = g[g["batch_size"] == g["batch_size"].max()].set_index("host")["samples_per_s"]
+        order, _ = fastest_first(top)
+        ends = {order[0]: ("fastest", "tab:blue"), order[-1]: ("slowest", "tab:red")} if len(order) > 1 else {}
+        for host, h in g.groupby("host"):
+            h = h.sort_values("batch_size")
+            label, c = ends.get(host, (None, "grey"))
+            (line,) = ax.plot(
+                h["batch_size"],
+                h["samples_per_s"],
+                color=c,
+                lw=2 if label else 0.7,
+                alpha=1 if label else 0.4,
+                marker="o" if label else None,
+                label=f"{label}: {host}" if label else None,
+                zorder=3 if label else 2,
+            )
+            line.set_gid(f"machine|{host}")
+        ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="samples / s (best mode, median)")
+        log_ticks(ax, "x", ticks=g["batch_size"])
+        log_ticks(ax, "y")
+        ax.set_title(
+            f"best mode on each of {g['host'].nunique()} machines, {device}" + (f", {model}" if len(models) > 1 else "")
+        )
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle(throughput_finding(ok))
+    fig.tight_layout()
+    return fig
+
+
+def speedup_machines(data: pd.DataFrame, what: str) -> plt.Figure:
+    """The speedup across machines: per device and network, a row per machine (fastest at the
+    top), a column per batch size, each cell the best mode's speedup there."""
+    panels = device_model_panels(data)
+    models = {m for _, m in panels}
+    sizes = sorted(set(data["batch_size"]))
+    n = min(MAX_SHOWN, data["host"].nunique())
+    fig, axes = grid(len(panels), 2, size=(2.5 + 1.1 * len(sizes), rows_height(n)))
+    for ax, (device, model) in zip(axes, panels):
+        p = data[(data["device"] == device) & (data["model"] == model)]
+        table = p.pivot_table(index="host", columns="batch_size", values="speedup", aggfunc="max")
+        order, note = fastest_first(table[table.columns[-1]])
+        table = table.reindex(order)
+        sns.heatmap(
+            np.log2(table),
+            annot=table.map(lambda v: "" if not np.isfinite(v) else times(v)),
+            fmt="",
+            cmap="RdBu",
+            center=0,
+            ax=ax,
+            cbar_kws={"label": "log2 speedup of the best mode (blue: faster)"},
+            linewidths=0.5,
+            annot_kws={"fontsize": 7},
+        )
+        ax.set_yticks(np.arange(len(order)) + 0.5, [place_label(p, h) for h in order], rotation=0, fontsize=8)
+        label = f"{device} {what}" if what else f"best mode over {p['baseline_mode'].iloc[0]}, {device}"
+        ax.set_title(label + (f", {model}" if len(models) > 1 else "") + note, fontsize=10)
+        ax.set(xlabel="batch size", ylabel="machine (fastest first)")
+    best = data.loc[data["speedup"].idxmax()]
+    fig.suptitle(
+        f"Up to {times(best['speedup'])}: {best['mode']} on {best['device']} at batch {best['batch_size']} "
+        f"on {best['host']}" + ("" if what else f" over {best['baseline_mode']}")
+    )
+    fig.tight_layout()
+    return fig
+
+
+def map_machines(m: pd.DataFrame) -> plt.Figure:
+    """The map across machines: per accelerator (or, where none ran, the cpu), a row per machine
+    (fastest at the top), a column per network; each cell the best accelerator mode over the best
+    cpu mode at the largest batch size and the batch size from which it wins (or the cpu's best
+    samples/s there)."""
+    accelerators = [d for d in host_first(m["device"]) if d != HOST]
+    panels = accelerators or [HOST]
+    order_net = list(dict.fromkeys(m.sort_values(["flop_per_sample", "model"])["model"]))
+    n = min(MAX_SHOWN, m["host"].nunique())
+    fig, axes = grid(len(panels), 2, size=(3.5 + 1.6 * len(order_net), rows_height(n)))
+    for ax, device in zip(axes, panels):
+        p = m[m["device"] == device]
+        p = p[p["batch_size"] == p["batch_size"].max()]
+        value = "over_cpu_best" if device != HOST else "samples_per_s"
+        table = p.pivot_table(index="host", columns="model", values=value, aggfunc="first")
+        table = table.reindex(columns=[o for o in order_net if o in table.columns])
+        order, note = fastest_first(table[table.columns[0]])
+        table = table.reindex(order)
+        if device != HOST:
+            wins = p.pivot_table(index="host", columns="model", values="wins_from", aggfunc="first")
+            wins = wins.reindex(index=order, columns=table.columns)
+            annot = pd.DataFrame(
+                [
+                    [f"{times(v)}\nfrom {bs(w)}" if np.isfinite(v) else "" for v, w in zip(vs, ws)]
+                    for vs, ws in zip(table.values, wins.values)
+                ],
+                index=table.index,
+                columns=table.columns,
+            )
+            data, cmap, bar = np.log2(table), "RdBu", f"log2 best {device} / best cpu (blue: {device} faster)"
+        else:
+            annot = table.map(lambda v: "" if not np.isfinite(v) else rate(v))
+            data, cmap, bar = np.log10(table), "viridis", "log10 samples/s of the cpu's best mode"
+        sns.heatmap(
+            data,
+            annot=annot,
+            fmt="",
+            cmap=cmap,
+            center=0 if device != HOST else None,
+            ax=ax,
+            linewidths=0.5,
+            cbar_kws={"label": bar},
+            annot_kws={"fontsize": 7},
+        )
+        ax.set_yticks(np.arange(len(order)) + 0.5, [place_label(p, h) for h in order], rotation=0, fontsize=8)
+        b = bs(p["batch_size"].max()) if len(p) else ""
+        what = (
+            f"best {device} over best cpu" if device != HOST else "no accelerator ran: the cpu's best mode, samples/s"
+        )
+        ax.set_title(f"{what}, batch {b}{note}", fontsize=10)
+        ax.set(xlabel="network", ylabel="machine (fastest first)")
+    fig.suptitle(f"Where the accelerator wins, per network, on {m['host'].nunique()} machines", wrap=True)
+    fig.tight_layout()
+    return fig
+
+
+def cost_machines(f: pd.DataFrame) -> plt.Figure:
+    """Cost per sample across machines: per device and network, a row per machine (cheapest at
+    the top) with every mode's b and its interval, and the arithmetic limit of one cpu core of
+    each machine as a black bar."""
+    panels = device_model_panels(f)
+    n = min(MAX_SHOWN, f["host"].nunique())
+    fig, axes = grid(len(panels), 2, size=(8, rows_height(n)))
+    for ax, (device, model) in zip(axes, panels):
+        p = f[(f["device"] == device) & (f["model"] == model)]
+        note = machine_dots(ax, p, "b_us", larger_is_faster=False)
+        if "limit_us" in p.columns and device == HOST and p["limit_us"].notna().any():
+            rows = {t.get_text(): i for i, t in enumerate(ax.get_yticklabels())}
+            lim = p.drop_duplicates("host")
+            names = {h: place_label(p, h) for h in lim["host"]}
+            lim = lim[lim["host"].map(names).isin(rows) & lim["limit_us"].notna()]
+            ys = [rows[names[h]] for h in lim["host"]]
+            mark = ax.scatter(
+                lim["limit_us"], ys, marker="|", color="black", s=80, label="arithmetic limit, one cpu core"
+            )
+            mark.set_gid("limit")
+        ax.set(xlabel="cost per sample b (µs, 95 % interval)", ylabel="machine (cheapest first)")
+        ax.set_title(f"cost per sample, {device}, {model}{note}", fontsize=10)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    fig.suptitle(f"Cost per sample (b of step time = a + b·batch) on {f['host'].nunique()} machines")
+    fig.tight_layout()
+    return fig
+
+
+def breakdown_machines(ok: pd.DataFrame) -> plt.Figure:
+    """Where a step's time goes across machines: one mode (module where it was profiled), per
+    device, network and batch size a row per machine (fastest step at the top)."""
+    mode = "module" if "module" in set(ok["mode"]) else ladder_order(ok["mode"])[0]
+    ok = ok[ok["mode"] == mode]
+    phases = [c for c in PHASES if c in ok.columns and ok[c].fillna(0).gt(0).any()]
+    sizes = sorted(set(ok["batch_size"]))
+    panels = [(d, m, b) for d, m in device_model_panels(ok) for b in sizes]
+    n = min(MAX_SHOWN, ok["host"].nunique())
+    fig, axes = grid(len(panels), len(sizes), size=(6, rows_height(n)))
+    for ax, (device, model, b) in zip(axes, panels):
+        p = ok[(ok["device"] == device) & (ok["model"] == model) & (ok["batch_size"] == b)]
+        order, note = fastest_first(-p.groupby("host")["step_us_profiled"].min())
+        p = p.drop_duplicates("host").set_index("host").reindex(order)
+        left = np.zeros(len(p))
+        for c in phases:
+            v = p[c].fillna(0).to_numpy()
+            ax.barh([place_label(ok, h) for h in order], v, left=left, color=PHASE_COLOR[c], label=PHASES[c])
+            left += v
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=8)
+        ax.set(xlabel="µs per step (profiled)", ylabel="machine (fastest first)")
+        ax.set_title(f"{mode}, {device}, {model}, batch {b}{note}", fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.suptitle(f"Step-time breakdown (torch.profiler) of {mode} on {ok['host'].nunique()} machines")
+    fig.tight_layout()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), bbox_to_anchor=(0.5, 0.0), fontsize=8)
+    return fig
+
+
 # 0 ------------------------------------------------------------------------------------------------
 
 
@@ -167,6 +480,8 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
     title = "The mode ladder"
     if lad.empty:
         return note_figure(title, "No mode ran successfully: nothing to draw.")
+    if several(lad):
+        return ladder_machines(lad)
     rows = host_model_panels(lad)
     hosts, models = {h for h, _ in rows}, {m for _, m in rows}
     points = [p for p in ("smallest", "largest") if p in set(lad["point"])]
@@ -275,6 +590,8 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
     left = succeeded(runs)[lambda r: ~r.index.isin(ok.index)]
     ok = ok.assign(model=pd.Categorical(ok["model"], networks(ok))).sort_values("model")
     ok["model"] = ok["model"].astype(str)
+    if several(ok):
+        return throughput_machines(ok)
     panels = host_model_panels(ok)
     hosts, models = {h for h, _ in panels}, {m for _, m in panels}
     devices = host_first(ok["device"])
@@ -384,6 +701,8 @@ def speedup(spd: pd.DataFrame) -> plt.Figure:
     data, what = (dev, "over cpu, same mode") if len(dev) else (spd[spd["kind"] == "mode"], "")
     if data.empty:
         return note_figure(title, "Not enough successful runs to compare (no accelerator, one mode).")
+    if several(data):
+        return speedup_machines(data, what)
     panels = [(h, d, m) for h, d in host_device_panels(data) for m in dict.fromkeys(data["model"])]
     panels = [
         (h, d, m) for h, d, m in panels if ((data["host"] == h) & (data["device"] == d) & (data["model"] == m)).any()
@@ -432,6 +751,8 @@ def map_(m: pd.DataFrame) -> plt.Figure:
     title = "Where the accelerator wins, per network"
     if m.empty:
         return note_figure(title, "No network ran successfully: nothing to map.")
+    if several(m):
+        return map_machines(m)
     # A place's accelerators, or where it has none its cpu alone; reference machines after this run.
     panels = []
     for h in hosts_of(m):
@@ -532,7 +853,9 @@ def cost(fits: pd.DataFrame) -> plt.Figure:
     f = fits[fits["b_us"].notna() & fits["flop_per_sample"].notna()] if "flop_per_sample" in fits.columns else fits
     if f.empty or f["model"].nunique() < 1:
         return note_figure(title, "No fit of a + b·batch: nothing to draw (run two or more batch sizes).")
-    hosts = sorted(set(f["host"]))
+    if several(f):
+        return cost_machines(f)
+    hosts = machines.by_name(f["host"])
     fig, axes = grid(len(hosts), 2, size=(7.5, 5))
     for ax, host in zip(axes, hosts):
         h = f[f["host"] == host].sort_values("flop_per_sample")
@@ -582,7 +905,7 @@ def cost(fits: pd.DataFrame) -> plt.Figure:
 def cost_finding(f: pd.DataFrame) -> str:
     """The cost figure's title: on the first place's cpu, how much of the fastest mode's cost per
     sample the arithmetic explains at the smallest and the largest network."""
-    h = f[(f["host"] == sorted(set(f["host"]))[0]) & (f["device"] == HOST)]
+    h = f[(f["host"] == machines.by_name(f["host"])[0]) & (f["device"] == HOST)]
     if h.empty or "limit_us" not in h or h["limit_us"].isna().all() or h["model"].nunique() < 2:
         return "Cost per sample (b of step time = a + b·batch) against FLOP per sample"
     best = h.loc[h.groupby("model")["b_us"].idxmin()].sort_values("flop_per_sample")
@@ -604,6 +927,8 @@ def breakdown(prof: pd.DataFrame) -> plt.Figure:
     ok = succeeded(prof)
     if ok.empty:
         return note_figure(title, "No profile succeeded: nothing to break down.")
+    if several(ok):
+        return breakdown_machines(ok)
     ok = ok.copy()
     phases = [c for c in PHASES if c in ok.columns and ok[c].fillna(0).gt(0).any()]
     order = list(dict.fromkeys(ok.sort_values("step_us_plain")["model"]))  # smaller networks first
@@ -654,11 +979,13 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",))
     e = epochs.merge(ok, on=keys) if len(epochs) else epochs
     if e.empty:
         return note_figure(title, "No successful run with per-epoch records.")
+    if several(e):  # machines pooled: the curve's shape is the mode's and the batch's, not the machine's
+        e = e.assign(host=f"median over {e['host'].nunique()} machines")
     med = e.groupby(keys[:-1] + ["epoch"], as_index=False)[["cum_train_s", "test_accuracy"]].median()
     med["batch"] = med["batch_size"].map(lambda b: f"batch {b}")
     batches = [f"batch {b}" for b in sorted(set(med["batch_size"]))]
     order = networks(runs[runs["model"].isin(set(med["model"]))])
-    panels = [(h, m, d) for h in sorted(set(med["host"])) for m in order for d in host_first(med["device"])]
+    panels = [(h, m, d) for h in machines.by_name(med["host"]) for m in order for d in host_first(med["device"])]
     panels = [
         (h, m, d) for h, m, d in panels if ((med["host"] == h) & (med["model"] == m) & (med["device"] == d)).any()
     ]
@@ -711,7 +1038,9 @@ def bandwidth(transfer: pd.DataFrame) -> plt.Figure:
         return note_figure(title, "No copy timings.")
     t = transfer.copy()
     t["target"] = t["device"].where(t["device"] != HOST, "cpu (host memcpy)")
-    if t["host"].nunique() > 1:
+    if t["host"].nunique() > MAX_LEGEND:  # machines pooled per device: a band, not a legend of hosts
+        t = t.assign(target=t["target"] + f" ({t['host'].nunique()} machines)")
+    elif t["host"].nunique() > 1:
         t["target"] = t["host"] + " · " + t["target"]
     colour = {tg: device_color(d) for tg, d in zip(t["target"], t["device"])}
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
@@ -753,6 +1082,10 @@ def ops(prof: pd.DataFrame) -> plt.Figure:
     ok = succeeded(prof).copy()
     if ok.empty:
         return note_figure(title, "No profile succeeded: nothing to count.")
+    if several(ok):  # ops per step are the code's, not the machine's: the median over machines
+        keys = ["device", "model", "mode", "batch_size"]
+        num = [c for c in ("ops_step", "ops_batch", "launches") if c in ok.columns]
+        ok = ok.groupby(keys, as_index=False)[num].median().assign(host=f"{ok['host'].nunique()} machines")
     ok["target"] = ok["device"] if ok["host"].nunique() == 1 else ok["host"] + " · " + ok["device"]
     if ok["model"].nunique() > 1:
         ok["target"] = ok["target"] + " · " + ok["model"]
@@ -810,6 +1143,11 @@ def ops(prof: pd.DataFrame) -> plt.Figure:
 
 
 def save(fig, path, dpi=110) -> None:
+    """Write a figure as PNG at `dpi`, or at the dpi that keeps its larger side within MAX_PIXELS
+    (a figure of many panels shrinks, it never grows without bound)."""
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    side = max(box.width, box.height) + 0.2  # inches, with savefig's padding
+    dpi = min(dpi, int((MAX_PIXELS - 2) / side))
     with files.atomic(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
     plt.close(fig)

@@ -8,10 +8,24 @@ exist, else the grid's cpu runs), or a cpu machine that is no accelerator's basi
 Standard library and pandas only: aggregate, analysis and figures import it without torch.
 """
 
+import re
+
 import pandas as pd
 
 SEP = "; "  # between the parts of a machine (env.machine)
 MAX_HOSTS = 3  # host names spelled out in a place's name; more are counted
+
+
+def natural(name) -> tuple:
+    """The sort key of a name in its natural order, digits as numbers: node2 before node10. The one
+    key every list of machines, hosts or places is sorted by where it is sorted by name."""
+    parts = [(0, int(p), "") if p.isdigit() else (1, 0, p.lower()) for p in re.split(r"(\d+)", str(name)) if p]
+    return (*parts, (2, 0, str(name)))  # gpu1 and gpu01: the same number, still one order
+
+
+def by_name(names) -> list:
+    """Distinct names in their natural order (natural)."""
+    return sorted(set(names), key=natural)
 
 
 def cpu_of(machine: str) -> str:
@@ -27,7 +41,7 @@ def short(machine: str) -> str:
 
 
 def hostlist(hosts) -> str:
-    hosts = sorted(set(hosts))
+    hosts = by_name(hosts)
     more = len(hosts) - MAX_HOSTS
     return ", ".join(hosts[:MAX_HOSTS]) + (f" and {more} more" if more > 0 else "")
 

@@ -9,7 +9,8 @@ from matplotlib.ticker import EngFormatter
 
 from mnistbench import catalog
 from mnistbench.aggregate import kept_over_all, succeeded
-from mnistbench.devices import HOST, host_first
+from mnistbench.devices import HOST, host_first, kind
+from mnistbench.machines import by_name, natural
 from mnistbench.uncertainty import SLOWED
 
 # --- numbers as words ---------------------------------------------------------------------------
@@ -129,15 +130,29 @@ def own(df: pd.DataFrame, label: str = "") -> pd.DataFrame:
 
 
 def headline(tables: dict, label: str = "") -> list[str]:
-    """Per host, device and network: the beginner's code at the smallest batch, the best mode
-    there and at the largest batch, with the factors; where an accelerator ran, where it
-    overtakes the cpu. Of this run, or with a label of that reference machine."""
-    lad, cross = own(tables["ladder"], label), own(tables["crossover"], label)
-    if "same_as_best" not in lad.columns:  # a ladder without intervals (e.g. built by hand)
-        lad = lad.assign(**{c: np.nan for c in ("samples_per_s_lo", "samples_per_s_hi", "over_seed_lo")})
-        lad = lad.assign(over_seed_hi=np.nan, same_as_best=np.nan)
+    """The headline of this run (or, with a label, of that reference machine): with one machine
+    (place) its own (place_headline); with several, the overview across them (overview), at
+    most about MAX_HEADLINE bullets however many machines there are."""
+    places = by_name(own(tables["ladder"], label)["host"])
+    return overview(tables, label) if len(places) > 1 else place_headline(tables, label)
+
+
+def intervals(lad: pd.DataFrame) -> pd.DataFrame:
+    """A ladder with its interval columns, NaN where it has none (e.g. built by hand)."""
+    if "same_as_best" in lad.columns:
+        return lad
+    lad = lad.assign(**{c: np.nan for c in ("samples_per_s_lo", "samples_per_s_hi", "over_seed_lo")})
+    return lad.assign(over_seed_hi=np.nan, same_as_best=np.nan)
+
+
+def place_headline(tables: dict, label: str = "", hosts=None) -> list[str]:
+    """Per host (of `hosts`, else every one), device and network: the beginner's code at the
+    smallest batch, the best mode there and at the largest batch, with the factors; where an
+    accelerator ran, where it overtakes the cpu. Of this run, or with a label of that reference
+    machine."""
+    lad, cross = intervals(own(tables["ladder"], label)), own(tables["crossover"], label)
     out = []
-    for host in sorted(set(lad["host"])):
+    for host in by_name(lad["host"]) if hosts is None else hosts:
         h = lad[lad["host"] == host]
         for device in host_first(h["device"]):
             for model in networks_of(h[h["device"] == device]):
@@ -170,6 +185,119 @@ def headline(tables: dict, label: str = "") -> list[str]:
             for model in networks_of(h[h["device"] == device]):
                 out += accelerator_vs_host(tables["speedup"], cross, host, device, model)
     return out
+
+
+MAX_HEADLINE = 10  # bullets of a headline across machines, however many machines
+
+
+def ranked(lad: pd.DataFrame, device_kind: str, model, point: str) -> pd.DataFrame:
+    """Each place's best mode at a ladder point (smallest or largest batch) on a device kind and
+    network, fastest first (places of equal speed in their natural order). `who` names the place,
+    and its device where a place has several of the kind (cuda:1)."""
+    g = lad[(lad["device"].map(kind) == device_kind) & (lad["model"] == model) & (lad["point"] == point)]
+    g = g[g["samples_per_s"].notna()]
+    if g.empty:
+        return g.assign(who=pd.Series(dtype=str))
+    top = g.loc[g.groupby(["host", "device"])["samples_per_s"].idxmax()]
+    top = top.assign(who=[h if d == device_kind else f"{h} ({d})" for h, d in zip(top["host"], top["device"])])
+    top = top.assign(_name=top["who"].map(natural)).sort_values("_name")
+    return top.sort_values("samples_per_s", ascending=False, kind="stable").drop(columns="_name")
+
+
+def spread(fast, slow) -> str:
+    """How far apart the fastest and the slowest place are: their ratio, with the bounds the two
+    intervals allow (wider than a replicate's interval would be, never narrower)."""
+    lo = fast.get("samples_per_s_lo", np.nan) / slow.get("samples_per_s_hi", np.nan)
+    hi = fast.get("samples_per_s_hi", np.nan) / slow.get("samples_per_s_lo", np.nan)
+    return with_ci(fast["samples_per_s"] / slow["samples_per_s"], lo, hi, times)
+
+
+def at_point(lad, r) -> str:
+    return f"{r['who']}, {mode_rate(r, lad)}"
+
+
+def overview(tables: dict, label: str = "") -> list[str]:
+    """The headline across machines: per device kind and network, the fastest and the slowest
+    place at the smallest and the largest batch size (best mode, with intervals) and how far
+    apart they are; per accelerator kind, the range of its best mode over its place's cpu.
+    At most MAX_HEADLINE bullets; every place's own headline is in its section."""
+    lad = intervals(own(tables["ladder"], label))
+    places = by_name(lad["host"])
+    kinds = list(dict.fromkeys(kind(d) for d in host_first(lad["device"])))
+    counts = ", ".join(f"{k}: {lad.loc[lad['device'].map(kind) == k, 'host'].nunique()}" for k in kinds)
+    out = [
+        f"{len(places)} machines ({counts}): "
+        "the fastest and the slowest here, every machine ranked under Machines ranked, each machine's "
+        "own headline and findings in its section."
+    ]
+    for k in kinds:
+        for model in networks_of(lad[lad["device"].map(kind) == k]):
+            words = []
+            for point in ("smallest", "largest"):
+                r = ranked(lad, k, model, point)
+                if r.empty:
+                    continue
+                fast, slow = r.iloc[0], r.iloc[-1]
+                b = fast["batch_size"]
+                if len(r) == 1:
+                    words.append(f"{'At' if words else 'at'} batch {b} only {at_point(lad, fast)}.")
+                    continue
+                words.append(
+                    f"{'At' if words else 'at'} batch {b} the fastest is {at_point(lad, fast)}; the slowest "
+                    f"{at_point(lad, slow)}: {spread(fast, slow)} apart."
+                )
+            n = lad.loc[(lad["device"].map(kind) == k) & (lad["model"] == model), "host"].nunique()
+            if words:
+                out.append(f"{k}, {model}, {n} machines: " + " ".join(words))
+    spd = own(tables["speedup"], label) if "reference" in tables["speedup"].columns else tables["speedup"]
+    best_rows = spd[(spd["kind"] == "best") & spd["host"].isin(places)] if len(spd) else spd
+    for k in [k for k in kinds if k != HOST]:
+        for model in networks_of(best_rows[best_rows["device"].map(kind) == k]) if len(best_rows) else []:
+            g = best_rows[(best_rows["device"].map(kind) == k) & (best_rows["model"] == model)]
+            g = g[g["batch_size"] == g["batch_size"].max()].sort_values("speedup", ascending=False, kind="stable")
+            if g.empty:
+                continue
+            hi, lo = g.iloc[0], g.iloc[-1]
+            text = (
+                f"{k}, {model}: at batch {hi['batch_size']} the best {k} mode trains {ratio(hi)} the samples/s "
+                f"of its machine's best cpu mode on {hi['host']}"
+            )
+            if len(g) > 1:
+                text += f", {ratio(lo)} on {lo['host']}"
+            out.append(text + ".")
+    if len(out) > MAX_HEADLINE:
+        more = len(out) - (MAX_HEADLINE - 1)
+        out = out[: MAX_HEADLINE - 1] + [
+            f"{more} more comparisons of this kind: see Machines ranked and each machine's section."
+        ]
+    return out
+
+
+def ranking_md(tables: dict, label: str = "") -> list[str]:
+    """The Machines ranked section: per device kind and network, a table of the places fastest
+    first by the best mode at the smallest batch size, with the best at the largest beside it."""
+    lad = intervals(own(tables["ladder"], label))
+    lines = []
+    for k in dict.fromkeys(kind(d) for d in host_first(lad["device"])):
+        for model in networks_of(lad[lad["device"].map(kind) == k]):
+            small, large = ranked(lad, k, model, "smallest"), ranked(lad, k, model, "largest")
+            if small.empty and large.empty:
+                continue
+            order = list(small["who"]) + [w for w in large["who"] if w not in set(small["who"])]
+            bs_small = small["batch_size"].iloc[0] if len(small) else "n/a"
+            bs_large = large["batch_size"].iloc[0] if len(large) else "n/a"
+            lines += [
+                f"### {k}, {model}: fastest first at batch {bs_small}",
+                "",
+                f"| rank | machine | best at batch {bs_small} | best at batch {bs_large} |",
+                "| ---: | --- | --- | --- |",
+            ]
+            at = lambda t, who: (  # noqa: E731
+                mode_rate(t[t["who"] == who].iloc[0], lad) if who in set(t["who"]) else "no usable run"
+            )
+            lines += [f"| {i} | {who} | {at(small, who)} | {at(large, who)} |" for i, who in enumerate(order, 1)]
+            lines.append("")
+    return lines
 
 
 def limit_of(tables: dict, host, model) -> float:
@@ -351,7 +479,7 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
         statuses = ", ".join(sorted(set(runs["status"]))) if len(runs) else "none"
         out[None].append(f"No run succeeded (statuses: {statuses}): there is nothing to fit or compare.")
         return out
-    for host in sorted(set(runs["host"])):
+    for host in by_name(runs["host"]):
         lines = out.setdefault(host, [])
         hf = fit[(fit["host"] == host) & fit["trusted"]]
         here = runs[runs["host"] == host]
@@ -546,20 +674,23 @@ def ops(prof: pd.DataFrame) -> list[str]:
     return lines
 
 
-def left_out(tables: dict) -> list[str]:
-    """The runs the analysis did not use, and the combinations whose repeats disagree."""
+def left_out(tables: dict, which=None) -> list[str]:
+    """The runs the analysis did not use (those of `which`, a mask, where given)."""
+    x = tables["excluded"] if which is None else tables["excluded"][which]
     lines = [
         f"{r['host']} {r['device']} {r['model']} {r['mode']} batch {r['batch_size']} repeat {r['repeat']}: {r['reason']}"
-        for _, r in tables["excluded"].iterrows()
+        for _, r in x.iterrows()
     ]
     return lines
 
 
-def disagreements(tables: dict) -> list[str]:
+def disagreements(tables: dict, which=None) -> list[str]:
+    """The combinations whose repeats disagree (those of `which`, a mask, where given)."""
+    d = tables["disagreeing"] if which is None else tables["disagreeing"][which]
     return [
         f"{r['host']} {r['device']} {r['model']} {r['mode']} batch {r['batch_size']}: the {r['n_ok']} repeats' median step "
         f"times differ by {times(r['repeat_spread'])} (more than quality.repeat_spread); read its median with care"
-        for _, r in tables["disagreeing"].iterrows()
+        for _, r in d.iterrows()
     ]
 
 
@@ -567,12 +698,19 @@ def disagreements(tables: dict) -> list[str]:
 
 
 def summary_md(found: dict, cfg: dict, env: pd.DataFrame, tables: dict | None = None) -> str:
+    """results/summary.md. One machine: the headline, one sentence per network, then its findings.
+    Several: the overview first (the headline across machines, every machine ranked per device
+    kind), then each machine's own headline, networks and findings in its section."""
+    places = by_name(own(tables["ladder"])["host"]) if tables is not None and len(tables["ladder"]) else []
+    several = len(places) > 1
     lines = ["# mnist-device-bench: what this run found", ""]
     if tables is not None and len(tables["ladder"]):
         lines += ["## The headline", ""] + [f"- {s}" for s in headline(tables)] + [""]
-    per_network = per_network_lines(tables) if tables is not None else []
+    per_network = per_network_lines(tables) if tables is not None and not several else []
     if per_network:
         lines += ["## Per network", ""] + [f"- {s}" for s in per_network] + [""]
+    if several:
+        lines += ["## Machines ranked", ""] + ranking_md(tables)
     lines += [
         f"Config: devices {cfg.get('devices')}, modes {cfg.get('modes')}, batch sizes {cfg.get('batch_sizes')}, "
         f"{cfg.get('repeats')} repeats, {cfg.get('train_samples')} training samples x {cfg.get('epochs')} epochs. "
@@ -582,9 +720,10 @@ def summary_md(found: dict, cfg: dict, env: pd.DataFrame, tables: dict | None = 
         "differ by more); two numbers whose ratio's interval contains 1 are the same within noise.",
         "",
     ]
-    for host, sentences in found.items():
-        if host is None:
-            continue
+    disagree = tables["disagreeing"] if tables is not None else pd.DataFrame(columns=["host"])
+    dropped = tables["excluded"] if tables is not None else pd.DataFrame(columns=["host"])
+    sections = by_name(h for h in found if h is not None)
+    for host in sections:
         lines += [f"## {host}", ""]
         e = env[env["host"] == host] if "host" in env.columns else env.iloc[0:0]
         for _, r in e.iterrows():
@@ -592,15 +731,25 @@ def summary_md(found: dict, cfg: dict, env: pd.DataFrame, tables: dict | None = 
                 f"- Environment ({r['device']}): {r['device_name']}; {r['cores']} cores, torch on {r['threads']} of them; "
                 f"torch {r['torch']}, python {r['python']}, cuda {r['cuda']}; {r['platform']}"
             )
-        lines += [f"- {s}" for s in sentences] + [""]
+        if several:
+            m = own(tables["map"]) if tables.get("map") is not None else None
+            nets = network_sentences(m, host) if m is not None and len(m) else []
+            lines += [f"- {s}" for s in place_headline(tables, hosts=[host]) + nets]
+        lines += [f"- {s}" for s in found[host]]
+        if several:  # what of this machine disagreed or was left out, here rather than in one long list
+            lines += [f"- Repeats that disagree: {s}" for s in disagreements(tables, disagree["host"] == host)]
+            lines += [f"- Left out of the analysis: {s}" for s in left_out(tables, dropped["host"] == host)]
+        lines.append("")
     for ref in tables.get("references", []) if tables is not None else []:
         lines += [f"## Reference machine: {ref.label}", "", reference_about(ref), ""]
         lines += [f"- {s}" for s in headline(tables, ref.label) + per_network_lines(tables, ref.label)] + [""]
     if tables is not None:
-        if len(tables["disagreeing"]):
-            lines += ["## Repeats that disagree", ""] + [f"- {s}" for s in disagreements(tables)] + [""]
-        if len(tables["excluded"]):
-            lines += ["## Left out of the analysis", ""] + [f"- {s}" for s in left_out(tables)] + [""]
+        shown = set(sections) if several else set()
+        rest_d, rest_x = ~disagree["host"].isin(shown), ~dropped["host"].isin(shown)
+        if rest_d.any():
+            lines += ["## Repeats that disagree", ""] + [f"- {s}" for s in disagreements(tables, rest_d)] + [""]
+        if rest_x.any():
+            lines += ["## Left out of the analysis", ""] + [f"- {s}" for s in left_out(tables, rest_x)] + [""]
     if found[None]:
         lines += ["## Notes", ""] + [f"- {s}" for s in found[None]] + [""]
     return "\n".join(lines)
@@ -647,7 +796,7 @@ def per_network_lines(tables: dict, label: str = "") -> list[str]:
     if m is None or m.empty:
         return []
     m = own(m, label)
-    hosts = sorted(set(m["host"]))
+    hosts = by_name(m["host"])
     return [f"{host}: {s}" if len(hosts) > 1 else s for host in hosts for s in network_sentences(m, host)]
 
 
@@ -706,7 +855,7 @@ def answer(found: dict, tables: dict) -> str:
     """The workflow page: the headline first, then every finding, the fits, the DataLoader share,
     what was left out and why, and the environment."""
     head = headline(tables) if len(tables["ladder"]) else []
-    facts = [s for host in sorted(h for h in found if h is not None) for s in found[host]]
+    facts = [s for host in by_name(h for h in found if h is not None) for s in found[host]]
     text = bullets(head) + ("\n**What else this run found**\n\n" + bullets(facts) if facts else "")
     if not head and not facts:
         text = " ".join(found[None]) + "\n" if found[None] else "No run succeeded.\n"
