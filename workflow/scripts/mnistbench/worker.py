@@ -50,7 +50,7 @@ from pathlib import Path
 from mnistbench import BenchError, depends, jobs
 
 IDLE_S = 30
-IDLE_CHECK_S = 1  # how often an idle worker looks whether a timed run holds the machine
+IDLE_CHECK_S = 1  # how often a worker looks whether its pipeline runs and times a run
 SOCKETS = "results/.trainer/r{repeat}.sock"  # relative to the workflow's working directory
 PACKAGE = Path(__file__).resolve().parent
 # What a request holds: train.train's arguments and the job's log; a profile job's request
@@ -296,7 +296,10 @@ def _ask(request: dict, sock_path: str, siblings=()) -> dict:
         if "error" in reply:
             raise BenchError(reply["error"])
         return reply
-    raise BenchError("the training worker kept reporting stale code; rerun the job")
+    raise BenchError(
+        f"the training worker on {sock_path} kept serving other code, another environment or another pipeline "
+        "(is another Snakemake run using this working directory?): rerun the job when it has ended"
+    )
 
 
 def _ended(sock_path: str, pid, error: BaseException) -> str:
