@@ -543,6 +543,7 @@ def serve(sock_path: str) -> None:
                 continue
             if not isinstance(req, dict) or req.pop("fingerprint", None) != mine:
                 _send(conn, {"stale": True})
+                print("a job of another identity (code, environment or pipeline) came: the worker leaves", flush=True)
                 idle.leave(0)
             problem = check_request(req, validator)
             if problem:
