@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,8 +14,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import make_tensors
-from mnistbench import BenchError, data, profiling, records, synthetic, train, worker
+from conftest import jobs as planned
+from conftest import make_tensors, snakemake, tiny_config
+from mnistbench import BenchError, data, jobs, profiling, records, synthetic, train, worker
 
 # Each test starts worker processes (torch imported, a socket served) and waits for them: seconds
 # apiece, so they stay out of the edit loop (`pytest -m fast`).
@@ -191,6 +193,8 @@ def test_a_killed_worker_gives_the_job_one_line(long_run):
     assert job.returncode != 0
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the training worker (pid") and "ended" in lines[0], err
+    # What is known of how it ended (its parent, this job, was told), never an empty "()".
+    assert "(killed by signal 9 (SIGKILL); its log: logs/w.log)" in lines[0] and "()" not in lines[0], err
 
 
 def serve_one(folder: Path, tensors: str):
@@ -244,6 +248,7 @@ def test_the_socket_and_its_key_are_private_whatever_the_umask(served_alone):
     [
         (dict(log_path="/etc/mnistbench-owned.log"), "log_path '/etc/mnistbench-owned.log' lies outside"),
         (dict(data_path="/etc/shadow"), "data_path '/etc/shadow' lies outside"),
+        (dict(data_path="w/../../t.pt"), "data_path 'w/../../t.pt' lies outside"),
         (dict(cfg_model=dict(amp_dtype="__class__")), "model.amp_dtype"),
         (dict(cfg_epochs=-1), "epochs"),
         (dict(batch_size="8"), "batch_size '8' is not an integer"),
@@ -310,7 +315,7 @@ def test_another_local_user_cannot_reach_the_worker_or_have_it_open_a_file(serve
     key = (sock.parent / "authkey").read_bytes().hex()
     target = tmp_path / "private" / "planted.txt"
     target.parent.mkdir(mode=0o700)
-    evil = dict(req, log_path=str(target), fingerprint=worker.fingerprint())
+    evil = dict(req, log_path=str(target), fingerprint=worker.identity())
 
     def as_nobody(*args):
         p = subprocess.run([python, "-c", OTHER_USER, *args], user=65534, group=65534, capture_output=True, text=True)
@@ -337,30 +342,178 @@ def test_another_local_user_cannot_reach_the_worker_or_have_it_open_a_file(serve
     assert mode_of(sock.parent) == 0o700
 
 
-def test_an_idle_worker_stays_while_runs_are_timed_and_leaves_after_idle_s_without(tmp_path, monkeypatch):
-    """Gaps between the runs of other workers are not idleness: a worker that left in them would
-    make its next job pay for a new worker. IDLE_S without any timed run on the machine is."""
-    # The worker's clock at half its speed (a check every 0.5 s), so the test waits half as long.
+@pytest.fixture
+def idle_clock(tmp_path, monkeypatch):
+    """A worker's idle watch (worker._Idle) at about a third of its speed (a check every 0.5 s,
+    IDLE_S 1.5 s), serving the pipeline `pipeline` names (this test process by default): start()
+    starts it; `left` holds when it would have exited (the watching thread stops there)."""
     monkeypatch.setattr(worker, "IDLE_S", 1.5)
     monkeypatch.setattr(worker, "IDLE_CHECK_S", 0.5)
     left = []
 
     def leave(self, status):
         left.append(time.monotonic())
-        threading.Event().wait()  # the watching thread stops here, as the worker would exit
+        threading.Event().wait()
 
     monkeypatch.setattr(worker._Idle, "leave", leave)
     sock = tmp_path / "w.sock"
     sock.touch()
-    worker._Idle(str(sock))
+
+    def start(pipeline=None):
+        monkeypatch.setenv(jobs.PIPELINE_ENV, pipeline or jobs.pipeline_token())
+        worker._Idle(str(sock))
+        monkeypatch.setenv(jobs.PIPELINE_ENV, jobs.pipeline_token())
+
+    return start, left
+
+
+def test_an_idle_worker_stays_while_its_pipelines_runs_are_timed_and_leaves_after_idle_s_without(idle_clock):
+    """Gaps between the runs of the pipeline's other workers are not idleness: a worker that left
+    in them would make its next job pay for a new worker. IDLE_S without its own pipeline's
+    timed runs is."""
+    start, left = idle_clock
+    start()
     with worker.timed_slot(log=lambda m: None):  # another worker's run, longer than IDLE_S
         time.sleep(2)
-    time.sleep(0.75)  # the gap before the next run: the worker was idle 2.75 s, but not the machine
+    time.sleep(0.75)  # the gap before the next run: the worker was idle 2.75 s, but not the pipeline
     with worker.timed_slot(log=lambda m: None):
         time.sleep(1)
     assert not left
     released = time.monotonic()
     while not left and time.monotonic() - released < 5:
         time.sleep(0.1)
-    # The machine was last seen busy at most a check (0.5 s) before the release.
+    # The pipeline was last seen busy at most a check (0.5 s) before the release.
     assert left and 1 <= left[0] - released <= 3.5, (released, left)
+
+
+def test_another_pipelines_timed_runs_do_not_keep_a_worker(idle_clock, monkeypatch):
+    start, left = idle_clock
+    start()
+    began = time.monotonic()
+    monkeypatch.setenv(jobs.PIPELINE_ENV, jobs.pipeline_token(os.getppid()))  # a run of another pipeline
+    with worker.timed_slot(log=lambda m: None):
+        while not left and time.monotonic() - began < 6:
+            time.sleep(0.1)
+    assert left and left[0] - began <= 3.5, (began, left)
+
+
+def test_a_worker_leaves_when_its_pipeline_ends(idle_clock, monkeypatch):
+    monkeypatch.setattr(worker, "IDLE_S", 600)  # long: only the pipeline's end ends it
+    start, left = idle_clock
+    pipeline = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start(jobs.pipeline_token(pipeline.pid))
+        time.sleep(1.5)
+        assert not left  # its pipeline runs
+    finally:
+        pipeline.kill()
+        pipeline.wait()
+    ended = time.monotonic()
+    while not left and time.monotonic() - ended < 5:
+        time.sleep(0.1)
+    assert left and left[0] - ended <= 2, (ended, left)
+
+
+def test_a_lock_that_cannot_be_opened_is_the_jobs_line_and_the_worker_stays(served, tmp_path, monkeypatch):
+    """The line a job training in its own process (warm_worker: false) prints, not a worker's death."""
+    req, sock = served
+    monkeypatch.chdir(sock.parents[1])
+    monkeypatch.setenv("MNISTBENCH_TIMED_SLOT", str(tmp_path / "missing" / "slot.lock"))
+    with pytest.raises(BenchError) as own_process:
+        with worker.timed_slot(log=lambda m: None):  # what train.py does with warm_worker: false
+            pass
+    line = str(own_process.value)
+    assert "slot.lock cannot be created (No such file or directory): make" in line and "missing a folder" in line
+    with pytest.raises(BenchError) as warm:
+        worker.train(req, str(sock))
+    inode = os.stat(sock).st_ino  # the worker that refused it
+    assert str(warm.value) == line
+    with pytest.raises(BenchError) as again:
+        worker.train(req, str(sock))
+    assert str(again.value) == line and os.stat(sock).st_ino == inode  # the same worker, still up
+
+
+COMPILER_FAILED = (
+    "kernel needs a C compiler that builds kernel.c (/bin/false could not build kernel.c: exit status 1): "
+    "set CC to a working C compiler, or install one (gcc or clang)"
+)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build the kernel")
+def test_a_changed_compiler_starts_a_new_worker(served, monkeypatch):
+    req, sock = served
+    monkeypatch.chdir(sock.parents[1])
+    monkeypatch.delenv("CC", raising=False)
+    kernel = dict(req, mode="kernel")
+    row, before = worker.train(kernel, str(sock))
+    assert row["status"] == "ok", row["message"]
+    monkeypatch.setenv("CC", "/bin/false")  # the worker that built it must not serve this one
+    # The compiler's line, as the job's error (no `unsupported` row that a plain rerun would keep).
+    with pytest.raises(BenchError, match=re.escape(COMPILER_FAILED)):
+        worker.train(kernel, str(sock))
+    monkeypatch.delenv("CC")
+    row, record = worker.train(kernel, str(sock))
+    assert row["status"] == "ok", row["message"]
+    assert record["environment"]["pid"] != before["environment"]["pid"]  # a new worker built it
+
+
+def live_workers(wd: Path) -> list:
+    """The worker processes serving the pipelines of working directory wd."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        with contextlib.suppress(psutil.Error):
+            if "mnistbench.worker" in (p.info["cmdline"] or []) and p.info["cwd"] == str(wd) and alive(p.pid):
+                found.append(p.pid)
+    return found
+
+
+def test_a_symlinked_results_folder_trains_in_warm_workers(mirror, prepared, tmp_path_factory):
+    """results/ as a link to a folder elsewhere (a bigger disk, as on a cluster)."""
+    import pandas as pd
+
+    url, md5 = mirror
+    elsewhere = tmp_path_factory.mktemp("bigger-disk") / "results"
+    shutil.move(prepared / "results", elsewhere)  # the preloaded data too, file times kept
+    (prepared / "results").symlink_to(elsewhere)
+    cfg = tiny_config(url, md5, devices=["cpu"], modes=["manual", "module"], batch_sizes=[8], warm_worker=True)
+    proc = snakemake(prepared, cfg)
+    runs = pd.read_csv(prepared / "results/summary/runs.csv")
+    assert len(runs) == 2 and (runs["status"] == "ok").all(), runs[["mode", "status", "message"]]
+    assert proc.stderr.count("(warm worker)") == 2, proc.stderr[-3000:]
+    assert (elsewhere / "summary.md").exists() and "train" not in planned(snakemake(prepared, cfg, "-n"))
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build the kernel")
+def test_workers_end_with_their_pipeline_and_a_fixed_compiler_redoes_the_kernel(mirror, prepared, monkeypatch):
+    """A pipeline's workers do not outlive it; the next pipeline, with a working compiler, trains
+    its kernel runs in workers of its own (those of the last one had CC=/bin/false)."""
+    url, md5 = mirror
+    cfg = tiny_config(url, md5, devices=["cpu"], modes=["module", "kernel"], batch_sizes=[8], repeats=2)
+    module = [f"results/runs/cpu/mlp-16-16/module/bs8/r{r}" for r in (0, 1)]
+    kernel = [f"results/runs/cpu/mlp-16-16/kernel/bs8/r{r}" for r in (0, 1)]
+    monkeypatch.setenv("CC", "/bin/false")  # the kernel leaves the grid; the workers start with it
+    snakemake(prepared, cfg, *(f"{r}.csv" for r in module))
+    ended = time.monotonic()
+    pids = {json.loads((prepared / f"{r}.json").read_text())["environment"]["pid"] for r in module}
+    assert len(pids) == 2  # one worker per repeat
+    while any(alive(p) for p in pids) and time.monotonic() - ended < 10:  # a check a second
+        time.sleep(0.2)
+    assert not [p for p in pids if alive(p)] and not live_workers(prepared)
+    monkeypatch.delenv("CC")
+    snakemake(prepared, cfg, *(f"{r}.csv" for r in kernel))
+    for r in kernel:
+        row = (prepared / f"{r}.csv").read_text()
+        assert ",ok," in row and "could not build" not in row, row
+    assert "train" not in planned(snakemake(prepared, cfg, "-n", *(f"{r}.csv" for r in module + kernel)))
+
+
+def test_a_grid_that_only_the_missing_compiler_empties_names_the_compiler(mirror, prepared, monkeypatch):
+    url, md5 = mirror
+    monkeypatch.setenv("CC", "/bin/false")
+    proc = snakemake(prepared, tiny_config(url, md5, devices=["cpu"], modes=["kernel"]), "-n", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert COMPILER_FAILED in out, out[-3000:]
+    assert "add a mode" not in out

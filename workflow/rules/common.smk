@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
 from mnistbench import BenchError, aggregate, catalog, depends, devices as devs, spec
-from mnistbench.jobs import CONFIG_ENV, PYTHON_ENV
+from mnistbench.jobs import CONFIG_ENV, PIPELINE_ENV, PYTHON_ENV, pipeline_token
 
 
 def resolve_modes():
@@ -127,6 +127,18 @@ LEFT_OUT = [
     if why is not None
 ]
 if not GRID:
+    # Where only the machine stands in the way (no compiler that builds the kernel, no Triton),
+    # the fix is the machine's, not the config's.
+    LACKING = {
+        why: catalog.FIXES[catalog.MODES[m].needs]
+        for (d, net, m), why in WHY_NOT.items()
+        if why is not None and why == catalog.lacking(m)
+    }
+    if LACKING:
+        raise WorkflowError(
+            "no device x network x mode of this grid can run on this machine: "
+            + "; ".join(f"{why}: {fix}" for why, fix in LACKING.items())
+        )
     raise key_error(
         "modes",
         "no device x network x mode of this grid can exist ("
@@ -167,6 +179,11 @@ config["warm_worker"] = config["warm_worker"] and not workflow.remote_exec
 # Train jobs run as commands (workflow/scripts/train.py), not as scripts, and read the config from
 # the environment that every job inherits from this process.
 os.environ[CONFIG_ENV] = json.dumps(config)
+# The pipeline a warm worker serves, so that it ends when this Snakemake process does (another
+# pipeline's jobs start workers of their own): set by the process that runs the jobs, not by a
+# job's own Snakemake (a cluster job, a subprocess).
+if not workflow.remote_exec and not workflow.subprocess_exec:
+    os.environ[PIPELINE_ENV] = pipeline_token()
 # They run on the Python that runs Snakemake, as its scripts do (under a conda, container or
 # module environment, on that environment's), named in the environment too: as a param it would
 # be a rerun trigger, and `.venv/bin/snakemake` and `.venv/bin/python -m snakemake` name one

@@ -63,6 +63,13 @@ MODES = {
 }
 
 
+# What gives this machine what a mode needs (ModeInfo.needs): the fix where only that is missing.
+FIXES = {
+    "compiler": "set CC to a working C compiler, or install one (gcc or clang)",
+    "triton": "install Triton (pip install triton) in the environment that runs the workflow",
+}
+
+
 def _missing(needs: str) -> str | None:
     """Why this machine lacks what a mode needs, or None."""
     if needs == "compiler":
@@ -100,6 +107,12 @@ def why_not_settings(mode: str, settings: dict) -> str | None:
     return None
 
 
+def lacking(mode: str) -> str | None:
+    """Why this machine lacks what `mode` needs (FIXES[MODES[mode].needs] gives it), or None."""
+    reason = _missing(MODES[mode].needs)
+    return f"{mode} {reason}" if reason else None
+
+
 def why_not(mode: str, device: str, s: spec.Spec | None = None) -> str | None:
     """Why this device x network x mode cannot exist here (it is left out of the grid), or None.
     Without a spec, only the device and the machine are asked."""
@@ -110,8 +123,7 @@ def why_not(mode: str, device: str, s: spec.Spec | None = None) -> str | None:
         reason = why_not_network(mode, s.network) or why_not_settings(mode, s.settings)
         if reason:
             return reason
-    reason = _missing(info.needs)
-    return f"{mode} {reason}" if reason else None
+    return lacking(mode)
 
 
 def exists(mode: str, device: str, s: spec.Spec | None = None) -> bool:

@@ -8,6 +8,7 @@ import ast
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from mnistbench import schema
@@ -17,6 +18,25 @@ SCRIPTS = PACKAGE.parent
 # What a timed job's script hands its work to: {kind: (module, function)}. The warm worker imports
 # them by name when it starts (worker.serve), so their sources are named here for the fingerprint.
 TASKS = {"train": ("train", "train"), "profile": ("profiling", "profile_device")}
+# The environment variables a run records (the `env` of its record, env.describe): the thread
+# pools' settings, the GPUs it sees, the Slurm job.
+RECORDED_ENV = ("OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE", "SLURM_JOB_ID")
+# Every variable (or prefix) of the environment that changes what a run does, those it records
+# included: the C compiler that builds the kernel (CC, found on PATH) and what a compiler reads,
+# the temp dir the kernel is cached in, torch's, CUDA's and Triton's settings, the timed-run slot.
+# A warm worker serves only jobs whose environment agrees with its own on them (worker.identity).
+RUN_ENV = (
+    *RECORDED_ENV,
+    *("CC", "CXX", "CFLAGS", "PATH", "CPATH", "C_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH"),
+    *("GCC_EXEC_PREFIX", "LD_LIBRARY_PATH", "LD_PRELOAD", "TMPDIR", "TEMP", "TMP"),
+    *("TORCH", "PYTORCH_", "CUDA_", "CUBLAS_", "NVIDIA_TF32_OVERRIDE", "TRITON_", "MNISTBENCH_TIMED_SLOT"),
+)
+
+
+def environment(environ=None) -> dict:
+    """The variables of RUN_ENV that `environ` (this process's environment) sets."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in sorted(environ) if k.startswith(RUN_ENV)}
 
 
 def settings(cfg: dict) -> dict:

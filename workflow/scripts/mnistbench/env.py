@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from mnistbench import devices, machines
+from mnistbench import depends, devices, machines
 
 
 def git_commit() -> str:
@@ -68,11 +68,7 @@ def describe(device: str, threads: int, cfg: dict) -> dict:
         "threads": threads,
         "fma_gflops": fma_gflops(),
         "platform": platform.platform(),
-        "env": {
-            k: os.environ[k]
-            for k in sorted(os.environ)
-            if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE", "SLURM_JOB_ID"))
-        },
+        "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith(depends.RECORDED_ENV)},
         "git_commit": git_commit(),
         "config_hash": config_hash(cfg),
     }

@@ -13,6 +13,37 @@ INTERRUPTED = "interrupted: rerun the same command to finish"
 CONFIG_ENV = "MNISTBENCH_CONFIG"
 # The interpreter that runs a train job (its rule's shell command names it as $MNISTBENCH_PYTHON).
 PYTHON_ENV = "MNISTBENCH_PYTHON"
+# The Snakemake process that runs the pipeline (pipeline_token), set like CONFIG_ENV: a warm worker
+# serves the jobs of the pipeline it was started for and ends when that process does (worker.py).
+PIPELINE_ENV = "MNISTBENCH_PIPELINE"
+
+
+def _started(pid: int) -> str | None:
+    """When process `pid` started (psutil's create_time, to the microsecond), or None if it is gone."""
+    import psutil  # a dependency of Snakemake, so present wherever a pipeline runs
+
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return f"{p.create_time():.6f}"
+    except psutil.Error:
+        return None
+
+
+def pipeline_token(pid: int | None = None) -> str:
+    """Names one process for as long as it lives, a reused pid excluded: 'pid@start time'."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}@{_started(pid)}"
+
+
+def pipeline_alive(token: str) -> bool:
+    """Whether the process `token` (pipeline_token) names still runs."""
+    pid, _, started = token.partition("@")
+    try:
+        return _started(int(pid)) == started
+    except ValueError:
+        return False
 
 
 def config_from_env() -> dict:

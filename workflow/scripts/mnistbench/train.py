@@ -29,7 +29,7 @@ from mnistbench import (
     timing,
     uncertainty,
 )
-from mnistbench.catalog import MODES, why_not
+from mnistbench.catalog import FIXES, MODES, lacking, why_not
 from mnistbench.data import load_tensors
 from mnistbench.modes import CLASSES, Unsupported, nonzero_share
 
@@ -125,6 +125,11 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
         train_samples=n, dropped_samples=n % batch_size, steps=total, warmup_steps=warmup, timed_steps=total - warmup
     )
     reason = why_not(mode, device, s)
+    if reason and reason == lacking(mode):
+        # The grid held this run, so the machine had what its mode needs when it was planned (a
+        # compiler that builds the kernel, Triton): a failed job, which a plain rerun redoes once
+        # the machine has it again, not an `unsupported` row that would stand.
+        raise BenchError(f"{reason}: {FIXES[MODES[mode].needs]}")
     if reason:  # before a user's module is loaded: its row says why the combination cannot run
         raise Unsupported(reason)
     initial = model.initial_state(s, runner.seed_of(cfg, repeat))

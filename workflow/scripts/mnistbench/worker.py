@@ -3,9 +3,11 @@
 Each local `train` job is a short client (standard library only): it asks a worker to train its
 combination and writes the returned row and record itself; the `profile` job asks the first
 repeat's worker for its rows the same way. A worker imports torch once, serves one request at a
-time (each run compiles afresh: see modes.Compiled) and exits after `IDLE_S` seconds in which no
-timed run held the machine, when its code changed, or after a CUDA error
-(which can leave the process's CUDA context broken for good).
+time (each run compiles afresh: see modes.Compiled) and exits when the pipeline it was started
+for ends (the Snakemake process that jobs.PIPELINE_ENV names), after `IDLE_S` seconds in which
+neither it nor a timed run of its own pipeline was busy, when a job with another identity comes
+(other code, another pipeline, another compiler or environment: `identity`), or after a CUDA
+error (which can leave the process's CUDA context broken for good).
 
 - Repeats are independent measurements: each repeat index has its own worker process, so the
   spread between repeats includes what differs between processes (memory layout, allocator,
@@ -21,7 +23,8 @@ timed run held the machine, when its code changed, or after a CUDA error
   standard library's authenticated `multiprocessing.connection`), and the caller's uid is
   checked where the system tells it (SO_PEERCRED). A request is checked before it runs (its
   files inside the working directory, its settings of the schema's types and ranges); a bad one
-  is refused in one line and the worker stays up.
+  is refused in one line and the worker stays up, as it does when a run cannot start (its
+  error goes to the job).
 
 On a cluster each job trains in its own process instead (a remote job's config has warm_worker
 off: workflow/rules/common.smk).
@@ -32,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import stat
 import struct
@@ -43,10 +47,10 @@ import time
 from multiprocessing.connection import AuthenticationError, Client, Listener
 from pathlib import Path
 
-from mnistbench import BenchError, depends
+from mnistbench import BenchError, depends, jobs
 
 IDLE_S = 30
-IDLE_CHECK_S = 1  # how often an idle worker looks whether a timed run holds the machine
+IDLE_CHECK_S = 1  # how often a worker looks whether its pipeline runs and times a run
 SOCKETS = "results/.trainer/r{repeat}.sock"  # relative to the workflow's working directory
 PACKAGE = Path(__file__).resolve().parent
 # What a request holds: train.train's arguments and the job's log; a profile job's request
@@ -71,6 +75,16 @@ def fingerprint() -> str:
     for f in sorted(f for f in PACKAGE.iterdir() if f.suffix in (".py", ".c")):
         h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()[:16]
+
+
+def identity() -> str:
+    """What a worker's runs depend on besides the request: the package's sources (fingerprint),
+    the interpreter, the environment that changes a run (depends.environment: the C compiler and
+    what it reads, the threads variables a run records, ...) and the pipeline it serves. A worker
+    serves only jobs of its own identity: any other one finds it stale (it exits) and starts a
+    worker in its own environment."""
+    parts = [fingerprint(), sys.executable, depends.environment(), os.environ.get(jobs.PIPELINE_ENV, "")]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 def _slot_path() -> Path:
@@ -101,6 +115,11 @@ def _open_slot():
                 os.fchmod(fd, 0o666)
             except FileExistsError:  # another process created it meanwhile
                 continue
+            except OSError as e:  # its folder is missing, not writable, read-only, full
+                raise BenchError(
+                    f"the timed-run lock {path} cannot be created ({e.strerror}): make {path.parent} a folder "
+                    "this user may write, or name a lock file in one with MNISTBENCH_TIMED_SLOT, and rerun"
+                ) from None
         except OSError as e:  # ELOOP: a symbolic link
             raise BenchError(
                 f"the timed-run lock {path} cannot be opened safely ({e.strerror}): remove it and rerun"
@@ -112,19 +131,32 @@ def _open_slot():
     raise BenchError(f"the timed-run lock {path} keeps changing: remove it and rerun")
 
 
-def timed_slot_busy() -> bool:
-    """Whether some process holds the timed-run slot right now."""
+def timed_slot_holder() -> str | None:
+    """Who holds the timed-run slot right now (the line its holder wrote: `holder()`), or None."""
     try:
         import fcntl
     except ImportError:
-        return False
+        return None
     with _open_slot() as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return True
+            f.seek(0)
+            return f.read(300).strip() or "unknown process"
         fcntl.flock(f, fcntl.LOCK_UN)
-        return False
+        return None
+
+
+def timed_slot_busy() -> bool:
+    """Whether some process holds the timed-run slot right now."""
+    return timed_slot_holder() is not None
+
+
+def holder() -> str:
+    """This process as the timed-run slot names its holder: its pid and uid, and the pipeline it
+    runs for (an idle worker of that pipeline stays while the run is timed: _Idle)."""
+    pipeline = os.environ.get(jobs.PIPELINE_ENV)
+    return f"pid {os.getpid()} of uid {os.getuid()}" + (f", pipeline {pipeline}" if pipeline else "")
 
 
 @contextlib.contextmanager
@@ -150,7 +182,7 @@ def timed_slot(log=print):
         if f.writable():  # who holds it, for the next one's waiting line
             f.seek(0)
             f.truncate()
-            f.write(f"pid {os.getpid()} of uid {os.getuid()}")
+            f.write(holder())
             f.flush()
         try:
             yield
@@ -236,7 +268,7 @@ def profile(request: dict, sock_path: str) -> list[dict]:
 
 
 def _ask(request: dict, sock_path: str, siblings=()) -> dict:
-    request = dict(request, fingerprint=fingerprint())
+    request = dict(request, fingerprint=identity())
     key = authkey(sock_path)
     if not os.path.exists(sock_path):
         start_together([sock_path, *(s for s in siblings if not os.path.exists(s))])
@@ -258,13 +290,49 @@ def _ask(request: dict, sock_path: str, siblings=()) -> dict:
                 reply = _recv(conn)
             except (EOFError, OSError) as e:
                 raise BenchError(
-                    f"the training worker (pid {pid}) ended before the run finished ({e or 'connection closed'}); "
+                    f"the training worker (pid {pid}) ended before the run finished ({_ended(sock_path, pid, e)}); "
                     "see the job's log and rerun the job, or set warm_worker: false to train in the job's own process"
                 ) from None
         if "error" in reply:
             raise BenchError(reply["error"])
         return reply
-    raise BenchError("the training worker kept reporting stale code; rerun the job")
+    raise BenchError(
+        f"the training worker on {sock_path} kept serving other code, another environment or another pipeline "
+        "(is another Snakemake run using this working directory?): rerun the job when it has ended"
+    )
+
+
+def _ended(sock_path: str, pid, error: BaseException) -> str:
+    """What is known of a worker that closed the connection mid-run: how it ended where this
+    process started it (else whether it still runs), and its log."""
+    proc = _spawned.get(sock_path)
+    status = None
+    if proc is not None and (pid == "?" or proc.pid == pid):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            status = proc.wait(timeout=5)
+    if status is not None and status < 0:
+        how = f"killed by signal {-status}"
+        with contextlib.suppress(ValueError):
+            how += f" ({signal.Signals(-status).name})"
+    elif status is not None:
+        how = f"exit status {status}"
+    elif pid != "?" and _alive(pid):
+        how = f"it still runs; the connection failed: {type(error).__name__} {error}".strip()
+    else:
+        how = "it has exited; its exit status went to the job that started it"
+    return f"{how}; its log: {worker_log(sock_path)}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    return True
 
 
 def _connect(sock_path: str, key: bytes, timeout_s: float = 120.0):
@@ -292,10 +360,14 @@ def _connect(sock_path: str, key: bytes, timeout_s: float = 120.0):
         time.sleep(0.05)
 
 
+# The workers this process started, by socket: how one ended can be told only to its parent.
+_spawned: dict[str, subprocess.Popen] = {}
+
+
 def _spawn(sock_path: str) -> subprocess.Popen:
     path = os.pathsep.join([str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")])
     with open(worker_log(sock_path), "a") as out:  # the worker's own output between runs
-        return subprocess.Popen(
+        _spawned[sock_path] = subprocess.Popen(
             [sys.executable, "-m", "mnistbench.worker", sock_path],
             env=dict(os.environ, PYTHONPATH=path),
             start_new_session=True,  # outlives this job; it watches its clients instead
@@ -303,6 +375,7 @@ def _spawn(sock_path: str) -> subprocess.Popen:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+    return _spawned[sock_path]
 
 
 def start_together(sock_paths, timeout_s: float = 120.0) -> None:
@@ -333,10 +406,18 @@ def check_request(req: dict, validator) -> str | None:
     odd = (set(req) ^ (PROFILE_REQUEST if profiles else REQUEST)) - {"log_path"}
     if odd:
         return f"it holds {', '.join(sorted(odd))} unlike a {'profile' if profiles else 'train'} job's request"
-    home = os.path.realpath(os.getcwd())
+    # Paths as the job wrote them (absolute, symbolic links not followed: results/ may be a link
+    # to a bigger disk), against the working directory as the system names it to both processes;
+    # without "..", a path under it is reached through it.
+    home = os.getcwd()
     for key in ("data_path", "log_path") if "log_path" in req else ("data_path",):
-        if not isinstance(req[key], str) or os.path.commonpath([home, os.path.realpath(req[key])]) != home:
-            return f"{key} {req[key]!r} lies outside the working directory {home}"
+        path = req[key]
+        if (
+            not isinstance(path, str)
+            or ".." in Path(path).parts
+            or os.path.commonpath([home, os.path.abspath(path)]) != home
+        ):
+            return f"{key} {path!r} lies outside the working directory {home}"
     if not isinstance(req["device"], str) or not re.fullmatch(r"[a-z]+(:\d+)?", req["device"]):
         return f"malformed device {req['device']!r}"
     named = req["networks"] if profiles else [req["network"]]
@@ -375,14 +456,18 @@ def _load_validator():
 
 
 class _Idle:
-    """Ends the worker after IDLE_S seconds in which no timed run held this machine. While other
+    """Ends the worker when the pipeline it serves ends (the Snakemake process jobs.PIPELINE_ENV
+    names, as it was when the worker started), and after IDLE_S seconds in which it served no
+    request and no timed run of its own pipeline held this machine. While its pipeline's other
     workers time runs, this repeat's next job is likely coming, and exiting (tearing down torch)
     would disturb the run being timed; the short gaps between two runs do not count as idle, or
     every worker would leave (and its next job pay for a new one) while the others' runs go on.
-    The socket goes first, so a job arriving meanwhile starts a new worker."""
+    Another pipeline's runs (another working directory, another user) extend nothing. The
+    socket goes first, so a job arriving meanwhile starts a new worker."""
 
     def __init__(self, sock_path: str):
         self.sock_path, self.inode = sock_path, os.stat(sock_path).st_ino
+        self.pipeline = os.environ.get(jobs.PIPELINE_ENV, "")
         self.lock, self.last = threading.Lock(), time.monotonic()
         threading.Thread(target=self._watch, daemon=True).start()
 
@@ -396,10 +481,23 @@ class _Idle:
         while True:
             time.sleep(IDLE_CHECK_S)
             with self.lock:
-                if timed_slot_busy():
+                if self.pipeline and not jobs.pipeline_alive(self.pipeline):
+                    print(f"its pipeline (process {self.pipeline}) ended: the worker leaves", flush=True)
+                    self.leave(0)
+                if self._own_run_timed():
                     self.last = time.monotonic()
                 elif time.monotonic() - self.last > IDLE_S:
                     self.leave(0)
+
+    def _own_run_timed(self) -> bool:
+        """Whether a timed run of this worker's pipeline holds the machine."""
+        if not self.pipeline:
+            return False
+        try:
+            held_by = timed_slot_holder()
+        except BenchError:  # the slot cannot be opened: the runs say so; this only idles
+            return False
+        return held_by is not None and held_by.endswith(f", pipeline {self.pipeline}")
 
     def leave(self, status: int):
         """Remove the socket if it is still this worker's (another may have replaced it), and exit."""
@@ -418,7 +516,7 @@ def serve(sock_path: str) -> None:
     # The tasks a request may name, imported by name (depends.TASKS: what the fingerprint of a
     # timed job's code covers besides this server).
     tasks = {kind: getattr(importlib.import_module(f"mnistbench.{m}"), f) for kind, (m, f) in depends.TASKS.items()}
-    mine, validator = fingerprint(), _load_validator()
+    mine, validator = identity(), _load_validator()
     key = authkey(sock_path)
     tmp = f"{sock_path}.{os.getpid()}"
     old = os.umask(0o177)  # the socket is 0600 from the start
@@ -445,6 +543,7 @@ def serve(sock_path: str) -> None:
                 continue
             if not isinstance(req, dict) or req.pop("fingerprint", None) != mine:
                 _send(conn, {"stale": True})
+                print("a job of another identity (code, environment or pipeline) came: the worker leaves", flush=True)
                 idle.leave(0)
             problem = check_request(req, validator)
             if problem:
@@ -513,22 +612,29 @@ def _output_to(path):
 
 
 def _run(req: dict, task, torch) -> dict:
-    """`task` (train.train, or profiling.profile_device for a profile job) on the request."""
+    """`task` (train.train, or profiling.profile_device for a profile job) on the request. What
+    keeps a run from starting (the timed-run slot, the job's log) is its job's error, in the line
+    the job would print training in its own process; the worker stays up."""
     log_path = req.pop("log_path", os.devnull)  # the rest are the task's arguments
-    with _output_to(log_path) as f, timed_slot(log=lambda msg: print(msg, file=f)):
-        try:
-            out = task(**req, log=lambda msg: print(msg, file=f))
-            return {"rows": out} if isinstance(out, list) else {"row": out[0], "record": out[1]}
-        except BenchError as e:
-            return {"error": str(e)}
-        except Exception as e:  # a bug: keep the worker alive, fail the job with its message
-            import traceback
+    try:
+        with _output_to(log_path) as f, timed_slot(log=lambda msg: print(msg, file=f)):
+            try:
+                out = task(**req, log=lambda msg: print(msg, file=f))
+                return {"rows": out} if isinstance(out, list) else {"row": out[0], "record": out[1]}
+            except BenchError as e:
+                return {"error": str(e)}
+            except Exception as e:  # a bug: keep the worker alive, fail the job with its message
+                import traceback
 
-            traceback.print_exc(file=f)
-            return {"error": f"{type(e).__name__}: {e}"}
-        finally:
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+                traceback.print_exc(file=f)
+                return {"error": f"{type(e).__name__}: {e}"}
+            finally:
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+    except BenchError as e:
+        return {"error": str(e)}
+    except OSError as e:  # the job's log cannot be written
+        return {"error": f"{log_path}: {e.strerror or e}: make its folder writable and rerun"}
 
 
 if __name__ == "__main__":
