@@ -9,7 +9,9 @@ at that rate), one pass of `sparse` over the data and one of `kernel`, in turn, 
 the host's load falls on all three alike. Per round the ratios sparse/limit, kernel/limit and
 sparse/kernel of µs per sample; printed: their medians over the rounds with 95 % intervals (a
 bootstrap of the rounds), the ratios last. `sparse` does less arithmetic than the dense count:
-below 1.0 against the limit is what it is built for.
+below 1.0 against the limit is what it is built for. Beside them, in the same rounds, torch's
+own matrix products for layer 1 at that batch size (gemm_pass): the bound that a mode built on
+matrix products meets.
 
     python bench/sparse_limit.py [--batches 1 16 4096] [--samples N] [--min-time S] [--rounds R]
                                  [--threads T] [--mnist results/preload/mnist.pt]
@@ -56,6 +58,21 @@ def one_pass(m, d: dict, perm) -> tuple[float, int]:
     return time.perf_counter() - t0, steps * m.batch_size
 
 
+def gemm_pass(x: torch.Tensor, b: int) -> tuple[float, int]:
+    """Seconds and samples of torch's own matrix products for layer 1 over the data in batches of
+    b: x.W1^T (forward) and d1^T.x (W1's gradient), ~95 % of a step's arithmetic. What the
+    vendor's BLAS reaches on these narrow (16-wide) products is the bound a dense mode built on
+    matrix products meets at large batches."""
+    w, d1 = torch.rand(784, NETWORK.sizes[1]), torch.rand(b, NETWORK.sizes[1])
+    n = len(x) // b * b
+    t0 = time.perf_counter()
+    for i in range(0, n, b):
+        xb = x[i : i + b]
+        xb @ w
+        d1.T @ xb
+    return time.perf_counter() - t0, n
+
+
 def interval(ratios: list[float], n_boot: int = 2000) -> tuple[float, float, float]:
     """The median of per-round ratios and its 95 % interval (the rounds resampled)."""
     r = np.asarray(ratios)
@@ -94,7 +111,7 @@ def main(argv=None):
         built = {m: prepared(m, b, d, cfg) for m in MODES}
         if any(v is None for v in built.values()):
             raise SystemExit(f"sparse or kernel cannot run here: {kernel.problem()}")
-        per, spent = {"sparse": [], "kernel": [], "limit": []}, dict.fromkeys(MODES, 0.0)
+        per, spent = {"sparse": [], "kernel": [], "limit": [], "gemm": []}, dict.fromkeys(MODES, 0.0)
         while len(per["limit"]) < a.rounds or min(spent.values()) < a.min_time:
             per["limit"].append(dense / (kernel.fma_gflops(200_000, 1) * 1e3))
             for m in MODES:
@@ -102,16 +119,23 @@ def main(argv=None):
                 s, n = one_pass(mode, d, perm)
                 spent[m] += s
                 per[m].append(s / n * 1e6)
+            s, n = gemm_pass(d["x"], b)
+            per["gemm"].append(s / n * 1e6)
         us = {k: statistics.median(v) for k, v in per.items()}
         r_sl = interval([s / lim for s, lim in zip(per["sparse"], per["limit"])])
         r_kl = interval([k / lim for k, lim in zip(per["kernel"], per["limit"])])
         r_sk = interval([s / k for s, k in zip(per["sparse"], per["kernel"])])
+        r_gl = interval([g / lim for g, lim in zip(per["gemm"], per["limit"])])
         print(
-            f"batch {b:5d}: sparse {us['sparse']:.3f}  kernel {us['kernel']:.3f}  limit {us['limit']:.3f} us/sample; "
-            f"sparse/limit {fmt(r_sl)}  kernel/limit {fmt(r_kl)}  sparse/kernel {fmt(r_sk)}  ({len(per['limit'])} rounds)",
+            f"batch {b:5d}: sparse {us['sparse']:.3f}  kernel {us['kernel']:.3f}  limit {us['limit']:.3f}  "
+            f"torch's layer-1 products {us['gemm']:.3f} us/sample; sparse/limit {fmt(r_sl)}  kernel/limit {fmt(r_kl)}  "
+            f"sparse/kernel {fmt(r_sk)}  layer-1 products/limit {fmt(r_gl)}  ({len(per['limit'])} rounds)",
             flush=True,
         )
-        summary.append(f"b{b} sparse/limit {fmt(r_sl)}, kernel/limit {fmt(r_kl)}, sparse/kernel {fmt(r_sk)}")
+        summary.append(
+            f"b{b} sparse/limit {fmt(r_sl)}, kernel/limit {fmt(r_kl)}, sparse/kernel {fmt(r_sk)}, "
+            f"layer-1 products/limit {fmt(r_gl)}"
+        )
     print(f"torch {torch.__version__}; kernel built by {kernel.identity()}")
     print("ratio (median over rounds, 95 % interval): " + "; ".join(summary))
 
