@@ -316,6 +316,22 @@ def throughput_machines(ok: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+def speedup_cells(ax, table: pd.DataFrame, label: str, **kw) -> None:
+    """A table of speedups as a heatmap on a log2 scale centred on 1 (blue: faster), each cell
+    written as a factor."""
+    sns.heatmap(
+        np.log2(table),
+        annot=table.map(lambda v: "" if not np.isfinite(v) else times(v)),
+        fmt="",
+        cmap="RdBu",
+        center=0,
+        ax=ax,
+        cbar_kws={"label": label},
+        linewidths=0.5,
+        **kw,
+    )
+
+
 def speedup_machines(data: pd.DataFrame, what: str) -> plt.Figure:
     """The speedup across machines: per device and network, a row per machine (fastest at the
     top), a column per batch size, each cell the best mode's speedup there."""
@@ -329,17 +345,7 @@ def speedup_machines(data: pd.DataFrame, what: str) -> plt.Figure:
         table = p.pivot_table(index="host", columns="batch_size", values="speedup", aggfunc="max")
         order, note = fastest_first(table[table.columns[-1]])
         table = table.reindex(order)
-        sns.heatmap(
-            np.log2(table),
-            annot=table.map(lambda v: "" if not np.isfinite(v) else times(v)),
-            fmt="",
-            cmap="RdBu",
-            center=0,
-            ax=ax,
-            cbar_kws={"label": "log2 speedup of the best mode (blue: faster)"},
-            linewidths=0.5,
-            annot_kws={"fontsize": 7},
-        )
+        speedup_cells(ax, table, "log2 speedup of the best mode (blue: faster)", annot_kws={"fontsize": 7})
         ax.set_yticks(np.arange(len(order)) + 0.5, [place_label(p, h) for h in order], rotation=0, fontsize=8)
         label = f"{device} {what}" if what else f"best mode over {p['baseline_mode'].iloc[0]}, {device}"
         ax.set_title(label + (f", {model}" if len(models) > 1 else "") + note, fontsize=10)
@@ -715,17 +721,7 @@ def speedup(spd: pd.DataFrame) -> plt.Figure:
         p = data[(data["host"] == host) & (data["device"] == device) & (data["model"] == model)]
         table = p.pivot_table(index="mode", columns="batch_size", values="speedup", aggfunc="median")
         table = table.reindex(ladder_order(table.index))
-        annot = table.map(lambda v: "" if not np.isfinite(v) else times(v))
-        sns.heatmap(
-            np.log2(table),
-            annot=annot,
-            fmt="",
-            cmap="RdBu",
-            center=0,
-            ax=ax,
-            cbar_kws={"label": "log2 speedup (blue: faster)"},
-            linewidths=0.5,
-        )
+        speedup_cells(ax, table, "log2 speedup (blue: faster)")
         ref = p["baseline_mode"].iloc[0]
         label = f"{device} {what}" if what else f"each mode over {ref}, {device}"
         ax.set_title(panel_title(label, host, model, hosts, models))

@@ -534,16 +534,34 @@ class Kernel(Mode):
         self.mse = self.loss != "cross_entropy"
         self.path = "generic"
 
-    def setup(self, batch):
+    def _load(self, batch, name: str) -> int:
+        """kernel.c built (Unsupported naming the mode where it cannot be) and the batch checked;
+        the steps of one call."""
         try:
             self.lib = kernel.load()
         except kernel.BuildError as e:
-            raise Unsupported(f"kernel: {e}") from e
+            raise Unsupported(f"{name}: {e}") from e
         x, _, t = batch
         if not (x.dtype == t.dtype == torch.float32 and x.is_contiguous() and t.is_contiguous()):
-            raise ValueError("kernel needs contiguous float32 rows of x and t, as Mode.epoch gives")
+            raise ValueError(f"{name} needs contiguous float32 rows of x and t, as Mode.epoch gives")
         self.threads = torch.get_num_threads()
-        n = x.shape[0] // self.batch_size
+        return x.shape[0] // self.batch_size
+
+    def _fastest(self, runs: dict, n: int) -> str:
+        """Times each path's run (n steps on copies of the weights) TRIALS times, in turn; keeps
+        the best time of each in `choice` and returns the fastest path's name."""
+        best = dict.fromkeys(runs, math.inf)
+        for _ in range(self.TRIALS if len(runs) > 1 else 0):
+            for name, run in runs.items():
+                t0 = time.perf_counter()
+                run()
+                best[name] = min(best[name], (time.perf_counter() - t0) / n)
+        self.choice = ", ".join(f"{name} path {best[name] * 1e6:.2f} us/step" for name in runs)
+        return min(best, key=best.get)
+
+    def setup(self, batch):
+        n = self._load(batch, "kernel")
+        x, _, t = batch
         self.net = kernel.Net(self.lib, self.spec.network.sizes, self.p, self.threads)
         if self.spec.network.sizes != kernel.SHAPE:
             return
@@ -551,17 +569,13 @@ class Kernel(Mode):
         fast = self._fast(self.p)
         trial_fast = self._fast({k: v.clone() for k, v in self.p.items()})
         trial_net = kernel.Net(self.lib, self.spec.network.sizes, self.p, self.threads)
-        best = {"fast": math.inf, "generic": math.inf}
-        for _ in range(self.TRIALS):
-            for name, run in (
-                ("fast", lambda: self._fast_steps(trial_fast, x, t, n)),
-                ("generic", lambda: trial_net.steps(x, t, n, self.batch_size, self.lr, self.mse)),
-            ):
-                t0 = time.perf_counter()
-                run()
-                best[name] = min(best[name], (time.perf_counter() - t0) / n)
-        self.path = min(best, key=best.get)
-        self.choice = f"fast path {best['fast'] * 1e6:.2f} us/step, generic path {best['generic'] * 1e6:.2f} us/step"
+        self.path = self._fastest(
+            {
+                "fast": lambda: self._fast_steps(trial_fast, x, t, n),
+                "generic": lambda: trial_net.steps(x, t, n, self.batch_size, self.lr, self.mse),
+            },
+            n,
+        )
         if self.path == "fast":
             self.fast = fast
             del self.net
@@ -625,31 +639,23 @@ class Sparse(Kernel):
     PATHS = ("sparse", "dense")  # the paths setup times (tests hold it to one)
 
     def setup(self, batch):
-        try:
-            self.lib = kernel.load()
-        except kernel.BuildError as e:
-            raise Unsupported(f"sparse: {e}") from e
+        n = self._load(batch, "sparse")
         x, _, t = batch
-        if not (x.dtype == t.dtype == torch.float32 and x.is_contiguous() and t.is_contiguous()):
-            raise ValueError("sparse needs contiguous float32 rows of x and t, as Mode.epoch gives")
-        self.threads = torch.get_num_threads()
         self.background = background(x)
         sizes = self.spec.network.sizes
-        n = x.shape[0] // self.batch_size
         paths = {
             "sparse": lambda p: kernel.SparseNet(self.lib, sizes, p, self.threads, self.background),
             "dense": lambda p: kernel.Net(self.lib, sizes, p, self.threads),
         }
         paths = {name: paths[name] for name in self.PATHS}
         trials = {name: make({k: v.clone() for k, v in self.p.items()}) for name, make in paths.items()}
-        best = dict.fromkeys(paths, math.inf)
-        for _ in range(self.TRIALS if len(paths) > 1 else 0):
-            for name, net in trials.items():
-                t0 = time.perf_counter()
-                net.steps(x, t, n, self.batch_size, self.lr, self.mse)
-                best[name] = min(best[name], (time.perf_counter() - t0) / n)
-        self.path = min(best, key=best.get)
-        self.choice = ", ".join(f"{name} path {best[name] * 1e6:.2f} us/step" for name in paths)
+        self.path = self._fastest(
+            {
+                name: (lambda net=net: net.steps(x, t, n, self.batch_size, self.lr, self.mse))
+                for name, net in trials.items()
+            },
+            n,
+        )
         self.net = paths[self.path](self.p)
 
     def step(self, batch):
