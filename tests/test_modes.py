@@ -242,8 +242,9 @@ def test_sparse_step_is_one_step_of_the_float64_gradient(n, network, loss, norma
     monkeypatch.setattr(CLASSES["sparse"], "PATHS", ("sparse",))  # not the dense path, whatever is faster
     try:
         mode = CLASSES["sparse"](s, p, "cpu", n)
-        mode.setup((x, y, t))
-        mode.step((x, y, t))
+        (item,) = mode.epoch({"x": x, "y": y, "t": t}, torch.arange(n))  # one step: its rows' lists with them
+        mode.setup(item)
+        mode.step(item)
     finally:
         torch.set_num_threads(threads)
     assert mode.path == "sparse"
@@ -257,11 +258,13 @@ def test_sparse_step_is_one_step_of_the_float64_gradient(n, network, loss, norma
 
 @needs_cc
 @pytest.mark.parametrize("normalised", [False, True])
-@pytest.mark.parametrize("network", [SEED, "mlp-17-33-5-64"])
+@pytest.mark.parametrize("network", [SEED, "mlp-17-33-5-64", "mlp-1", "mlp-5-16-3-9"])
 @pytest.mark.parametrize("batch_size", [1, 8])
 def test_sparse_trains_as_kernel_and_float64_over_a_short_run(batch_size, network, normalised, monkeypatch):
     """Several consecutive steps (one call per 256 rows, an epoch in items): `sparse` ends where
-    the float64 reference and `kernel` end, on mostly-background rows."""
+    the float64 reference and `kernel` end, on mostly-background rows. At batch 1 the networks at
+    most 16 wide take the kernel's narrow path (mlp-1, the seed's, four odd layers), the others
+    the general one."""
     s = spec_of(network, loss="cross_entropy", lr=0.5)
     state = model.initial_state(s, 4)
     x, y, t = mnist_like(96, seed=5, normalised=normalised)
@@ -283,6 +286,31 @@ def test_sparse_trains_as_kernel_and_float64_over_a_short_run(batch_size, networ
     for k in ref:
         torch.testing.assert_close(got["sparse"][k], ref[k], **TOL, msg=f"sparse {k}")
         torch.testing.assert_close(got["sparse"][k], got["kernel"][k], **TOL, msg=f"sparse vs kernel {k}")
+
+
+@needs_cc
+def test_sparse_builds_its_lists_once_and_counts_them_in_its_one_off_cost(monkeypatch):
+    """The lists of nonzeros are built the first time an epoch is asked for, timed into
+    prepared_s, which runner.setup adds to the setup seconds; later epochs reorder the same lists
+    (no rebuild), and each item's lists are its own rows' (the pixels of x that differ from 0)."""
+    s = spec_of()
+    x, y, t = mnist_like(40, seed=2, normalised=False)
+    data = {"x": x, "y": y, "t": t}
+    mode = CLASSES["sparse"](s, model.initial_state(s, 1), "cpu", 4)
+    perm = torch.randperm(40, generator=torch.Generator().manual_seed(3))
+    items = list(mode.epoch(data, perm))
+    built = mode.prepared_s
+    assert built > 0
+    monkeypatch.setattr(kernel.Lists, "of", None)  # a rebuild would fail
+    again = list(mode.epoch(data, torch.arange(40)))
+    assert mode.prepared_s == built and sum(i[0].shape[0] for i in again) == 40
+    monkeypatch.undo()
+    x0, lists = items[0][0], items[0][3]
+    for r in range(x0.shape[0]):
+        entries = slice(int(lists.off[r]), int(lists.off[r + 1]))
+        pixels = (x0[r] != 0).nonzero().flatten()
+        assert torch.equal(lists.idx[entries].long(), pixels * 16) and torch.equal(lists.val[entries], x0[r][pixels])
+    assert runner.setup(mode, items[0], "cpu") >= built
 
 
 @needs_cc
@@ -310,9 +338,10 @@ def test_sparse_running_row_sum_does_not_drift_over_an_epoch():
         exact = net.wt[0][:784].double().sum(0)
         return float((net.s.double() - exact).abs().max() / exact.abs().max())
 
-    net.steps(x, t, 60000, 1, 0.05, False)
+    lists = kernel.Lists.of(x, background, 16)
+    net.steps(lists, t, 60000, 1, 0.05, False)
     epoch = drift()
-    net.steps(x, t, 256, 1, 0.05, False)  # one call of the mode: S recomputed at its start
+    net.steps(lists, t, 256, 1, 0.05, False)  # one call of the mode: S recomputed at its start
     call = drift()
     print(f"drift of S: {epoch:.3g} after an epoch in one call, {call:.3g} after a call of 256 steps")
     assert epoch < 1e-4 and call < 1e-5

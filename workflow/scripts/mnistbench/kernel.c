@@ -773,93 +773,40 @@ differ from it. Exactly the same function, not an approximation:
             (0 * nd leaves a weight as it is, so skipping s_k = 0 is the dense update)
 
 With c = 0 (this pipeline) u and S stay exactly 0 and unused; the c != 0 terms cost O(w1) per
-row. Either way a row costs O(nonzeros x w1) plus one scan of its 784 inputs (a vector compare,
-8 at a time). S is a running sum whose round-off could drift from sum_k A[k] over many updates:
-it is recomputed from A at the start of every call (every call of the mode: at most 256 steps).
-Measured (tests/test_modes.py, normalised synthetic data at batch 1): over a whole 60000-sample
-epoch in one call, with no resync, S drifts 2.5e-5 of its scale from A's true sum; over one call
-of 256 steps, 9e-7, float32 round-off. Every other layer is the generic path's (net_step,
-net_steps_bs1). */
-
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
+row. Either way a row costs O(nonzeros x w1). The lists of nonzeros are the mode's own form of
+the training data (kernel.py's nonzero_lists), built once per dataset like any preloaded copy,
+reordered per epoch before the clock as every mode's data is: a row's list is its pixels that
+differ from c, each as its row's offset in A (pixel x padded width) and x - c. S is a running sum
+whose round-off could drift from sum_k A[k] over many updates: it is recomputed from A at the
+start of every call (every call of the mode: at most 256 steps). Measured
+(tests/test_modes.py, normalised synthetic data at batch 1): over a whole 60000-sample epoch in
+one call, with no resync, S drifts 2.5e-5 of its scale from A's true sum; over one call of 256
+steps, 9e-7, float32 round-off. Every other layer is the generic path's (net_step,
+net_steps_bs1), or at batch 1 of a narrow network the path of its own below (sp_steps_narrow). */
 
 typedef struct {
-    float c;    /* the background value */
-    float *u;   /* [pad1]: Wt_1[k] = A[k] + u */
-    float *s;   /* [pad1]: S = sum_k A[k] (c != 0 only) */
-    int *idx;   /* [rows][784]: each row's pixels that differ from c, in order */
-    float *val; /* [rows][784]: x - c at those pixels */
-    int *cnt;   /* [rows]: how many */
-    float *sum; /* [rows]: the sum of val */
+    float c;          /* the background value */
+    float *u;         /* [pad1]: Wt_1[k] = A[k] + u */
+    float *s;         /* [pad1]: S = sum_k A[k] (c != 0 only) */
+    const long *off;  /* row r's list: entries off[r] .. off[r + 1] of idx and val */
+    const int *idx;   /* the entry's row of A: its offset in floats (pixel x pad1) */
+    const float *val; /* x - c at that pixel */
+    const float *sum; /* [rows]: the sum of each row's val */
 } sp_t;
+
+/* The lists of rows [r0, ...): the same lists, row r0 first. */
+static sp_t sp_from(const sp_t *sp, long r0) {
+    sp_t o = *sp;
+    o.off += r0, o.sum += r0;
+    return o;
+}
 
 /* Groups of 16 columns per strip of the forward product (as vm_pass's STRIP). */
 enum { SP_STRIP = MLP_CH / 2 > 1 ? MLP_CH / 2 : 1 };
 
-/* A row's list holds up to 784 entries and 8 of slack: the gather stores 8 at a time. */
-enum { SP_ROW = D0 + 8 };
-
-/* Work floats of the sparse lists of n rows (two at batch 1: this sample's and the next). */
-static long sp_work(int n) { return 2L * (n < 2 ? 2 : n) * (SP_ROW + 1); }
-
-static sp_t sp_lists(float c, float *u, float *s, float *w, int n) {
-    n = n < 2 ? 2 : n;
-    return (sp_t){c, u, s, (int *)w, w + (long)n * SP_ROW, (int *)(w + 2L * n * SP_ROW), w + 2L * n * SP_ROW + n};
-}
-
-#if defined(__AVX2__)
-/* For each 8-bit mask, the positions of its set bits, packed to the front (bytes). */
-static unsigned long long sp_pack[256];
-__attribute__((constructor)) static void sp_pack_init(void) { /* when the library is loaded */
-    for (int m = 0; m < 256; m++) {
-        unsigned long long v = 0;
-        for (int j = 0, n = 0; j < 8; j++)
-            if (m >> j & 1) v |= (unsigned long long)j << (8 * n++);
-        sp_pack[m] = v;
-    }
-}
-#endif
-
-/* Row r's list: the pixels of x [784] that differ from c (x - c != 0: NaN counts as nonzero). With
-   AVX2 without a branch per pixel: 8 pixels compared at once, their nonzeros packed to the front
-   by a permutation looked up by the mask (a loop over the set bits mispredicted its exit in
-   nearly every group of 8 and cost more than the arithmetic it saved). */
-static void sp_gather(const sp_t *sp, const float *restrict x, int r) {
-    int *restrict idx = sp->idx + (long)r * SP_ROW, n = 0;
-    float *restrict val = sp->val + (long)r * SP_ROW, c = sp->c;
-#if defined(__AVX2__)
-    const __m256 cv = _mm256_set1_ps(c), zero = _mm256_setzero_ps();
-    __m256 sum = zero;
-    __m256i k8 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int k = 0; k < D0; k += 8, k8 = _mm256_add_epi32(k8, _mm256_set1_epi32(8))) {
-        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + k), cv);
-        unsigned m = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(v, zero, _CMP_NEQ_UQ));
-        __m256i perm = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sp_pack[m]));
-        _mm256_storeu_ps(val + n, _mm256_permutevar8x32_ps(v, perm));
-        _mm256_storeu_si256((__m256i *)(idx + n), _mm256_permutevar8x32_epi32(k8, perm));
-        sum = _mm256_add_ps(sum, v); /* v is 0 where x is c */
-        n += __builtin_popcount(m);
-    }
-    float t[8], total = 0.0f;
-    _mm256_storeu_ps(t, sum);
-    for (int j = 0; j < 8; j++) total += t[j];
-    sp->cnt[r] = n, sp->sum[r] = total;
-#else
-    float sum = 0.0f;
-    for (int k = 0; k < D0; k++) {
-        float v = x[k] - c;
-        idx[n] = k, val[n] = v, sum += v;
-        n += v != 0.0f;
-    }
-    sp->cnt[r] = n, sp->sum[r] = sum;
-#endif
-}
-
-/* z[0..16 sv) = sum_j val[j] A[idx[j]] over one strip of sv groups of 16 columns (A's row stride
-   p); MLP_CH / sv chains over the list hide the FMA latency. */
-static inline __attribute__((always_inline)) void sp_fwd_strip(const int sv, const float *restrict a, long p,
+/* z[0..16 sv) = sum_j val[j] A[idx[j]] over one strip of sv groups of 16 columns (a: the strip's
+   first column; idx: row offsets); MLP_CH / sv chains over the list hide the FMA latency. */
+static inline __attribute__((always_inline)) void sp_fwd_strip(const int sv, const float *restrict a,
                                                                const int *restrict idx, const float *restrict val,
                                                                int n, float *restrict z) {
     const int ku = MLP_CH / sv > 1 ? MLP_CH / sv : 1, nw = sv * VPR;
@@ -869,11 +816,11 @@ static inline __attribute__((always_inline)) void sp_fwd_strip(const int sv, con
     int j = 0;
     for (; j + ku <= n; j += ku)
         for (int u = 0; u < ku; u++) {
-            const float *ap = a + idx[j + u] * p;
+            const float *ap = a + idx[j + u];
             for (int w = 0; w < nw; w++) acc[u][w] += val[j + u] * vnload(ap + VL * w);
         }
     for (; j < n; j++)
-        for (int w = 0; w < nw; w++) acc[0][w] += val[j] * vnload(a + idx[j] * p + VL * w);
+        for (int w = 0; w < nw; w++) acc[0][w] += val[j] * vnload(a + idx[j] + VL * w);
     for (int w = 0; w < nw; w++) {
         vn sum = acc[0][w];
         for (int u = 1; u < ku; u++) sum += acc[u][w];
@@ -881,15 +828,15 @@ static inline __attribute__((always_inline)) void sp_fwd_strip(const int sv, con
     }
 }
 
-/* Layer 1's pre-activation of row r (its list gathered), z [p], from the weights as they are. */
-static void sp_fwd(const sp_t *sp, const float *a, int p, int r, float *z) {
-    const int *idx = sp->idx + (long)r * SP_ROW, n = sp->cnt[r];
-    const float *val = sp->val + (long)r * SP_ROW;
+/* Layer 1's pre-activation of row r, z [p], from the weights as they are. */
+static void sp_fwd(const sp_t *sp, const float *a, int p, long r, float *z) {
+    const int *idx = sp->idx + sp->off[r], n = (int)(sp->off[r + 1] - sp->off[r]);
+    const float *val = sp->val + sp->off[r];
     for (int g = 0; g < p / 16;) {
         int left = p / 16 - g;
-        if (left >= 4 && SP_STRIP >= 4) sp_fwd_strip(4 <= SP_STRIP ? 4 : 1, a + 16 * g, p, idx, val, n, z + 16 * g), g += 4;
-        else if (left >= 2 && SP_STRIP >= 2) sp_fwd_strip(2 <= SP_STRIP ? 2 : 1, a + 16 * g, p, idx, val, n, z + 16 * g), g += 2;
-        else sp_fwd_strip(1, a + 16 * g, p, idx, val, n, z + 16 * g), g += 1;
+        if (left >= 4 && SP_STRIP >= 4) sp_fwd_strip(4 <= SP_STRIP ? 4 : 1, a + 16 * g, idx, val, n, z + 16 * g), g += 4;
+        else if (left >= 2 && SP_STRIP >= 2) sp_fwd_strip(2 <= SP_STRIP ? 2 : 1, a + 16 * g, idx, val, n, z + 16 * g), g += 2;
+        else sp_fwd_strip(1, a + 16 * g, idx, val, n, z + 16 * g), g += 1;
     }
     if (sp->c != 0.0f) {
         float k1 = D0 * sp->c + sp->sum[r];
@@ -898,20 +845,20 @@ static void sp_fwd(const sp_t *sp, const float *a, int p, int r, float *z) {
 }
 
 /* A[k][c0..c1) += val_k alpha d over row r's list (alpha d = -lr dL/dz1 of that row, [p]). */
-static void sp_upd(const sp_t *sp, float *a, int p, int r, const float *d, float alpha, int c0, int c1) {
-    const int *idx = sp->idx + (long)r * SP_ROW, n = sp->cnt[r];
-    const float *val = sp->val + (long)r * SP_ROW;
+static void sp_upd(const sp_t *sp, float *a, long r, const float *d, float alpha, int c0, int c1) {
+    const int *idx = sp->idx + sp->off[r], n = (int)(sp->off[r + 1] - sp->off[r]);
+    const float *val = sp->val + sp->off[r];
     if (c1 - c0 == 16 && VPR <= 2) { /* the narrow layer: nd in registers for the whole list */
         vn n0 = alpha * vnload(d + c0), n1 = VPR == 2 ? alpha * vnload(d + c0 + VL) : (vn){0};
         for (int j = 0; j < n; j++) {
-            float *ap = a + (long)idx[j] * p + c0;
+            float *ap = a + idx[j] + c0;
             vnstore(ap, vnload(ap) + val[j] * n0);
             if (VPR == 2) vnstore(ap + VL, vnload(ap + VL) + val[j] * n1);
         }
         return;
     }
     for (int j = 0; j < n; j++) {
-        float *ap = a + (long)idx[j] * p;
+        float *ap = a + idx[j];
         for (int o = c0; o < c1; o += VL) vnstore(ap + o, vnload(ap + o) + val[j] * (alpha * vnload(d + o)));
     }
 }
@@ -943,7 +890,7 @@ static void sp_step_update(const sp_t *sp, float *a, int p, int n, const float *
     int ng = p / 16, nt = imin(threads_for((double)n * p * 160, threads), ng);
     SPLIT(nt, t, nt, {
         int c0 = 16 * (ng * t / nt), c1 = 16 * (ng * (t + 1) / nt);
-        for (int r = 0; r < n; r++) sp_upd(sp, a, p, r, d + (long)r * p, -lr, c0, c1);
+        for (int r = 0; r < n; r++) sp_upd(sp, a, r, d + (long)r * p, -lr, c0, c1);
     });
     sp_upd_rows(sp, p, n, d, lr);
 }
@@ -966,7 +913,6 @@ static void net_step(const net_t *q, const float *x, const float *t, int n, floa
         if (l == 1 && sp) { /* sparse: each row over its own list (nl >= 2: z is act[1]) */
             int nt = threads_for((double)n * pd[1] * 160, threads);
             SPLIT(nt, r, n, {
-                sp_gather(sp, x + (long)r * D0, r);
                 sp_fwd(sp, q->wt[0], pd[1], r, z + (long)r * pd[1]);
                 sigmoid_row(z + (long)r * pd[1], pd[1], sz[1], q->b[0]);
             });
@@ -1160,12 +1106,11 @@ static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_
     float *d = w, *dn = d + q->maxp, *z1 = dn + q->maxp, *nd = z1 + q->maxp;
     float *wt1 = q->wt[0];
 
-    if (sp) /* sparse: sample s's list in slot s % 2 */
-        sp_gather(sp, x, 0), sp_fwd(sp, wt1, pd[1], 0, z1);
+    if (sp) /* sparse: sample s's list is row s's */
+        sp_fwd(sp, wt1, pd[1], 0, z1);
     else
         vm_pass(wt1, pd[1], D0, pd[1] / 16, 0, 0, x, z1, threads);
     for (int s = 0; s < n_steps; s++) {
-        const float *xs = x + (long)s * D0;
         memcpy(act[1], z1, pd[1] * sizeof(float));
         sigmoid_row(act[1], pd[1], sz[1], q->b[0]);
         for (int l = 2; l <= nl; l++) {
@@ -1185,15 +1130,169 @@ static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_
         }
         for (int o = 0; o < pd[1]; o++) nd[o] = -lr * d[o], q->b[0][o] += nd[o];
         if (sp) { /* this sample's update over its list, then the next sample's product over its own */
-            sp_upd(sp, wt1, pd[1], s % 2, nd, 1.0f, 0, pd[1]);
+            sp_upd(sp, wt1, s, nd, 1.0f, 0, pd[1]);
             if (sp->c != 0.0f)
-                for (int o = 0; o < pd[1]; o++) sp->u[o] += sp->c * nd[o], sp->s[o] += sp->sum[s % 2] * nd[o];
-            if (s + 1 < n_steps) sp_gather(sp, xs + D0, (s + 1) % 2), sp_fwd(sp, wt1, pd[1], (s + 1) % 2, z1);
+                for (int o = 0; o < pd[1]; o++) sp->u[o] += sp->c * nd[o], sp->s[o] += sp->sum[s] * nd[o];
+            if (s + 1 < n_steps) sp_fwd(sp, wt1, pd[1], s + 1, z1);
             continue;
         }
         /* this sample's layer-1 update, and the next sample's layer-1 product in the same pass */
+        const float *xs = x + (long)s * D0;
         vm_pass(wt1, pd[1], D0, pd[1] / 16, xs, nd, s + 1 < n_steps ? xs + D0 : 0, z1, threads);
     }
+}
+
+/* ---- Batch 1 of a narrow network, sparse: every layer one group of 16 columns -----------------
+
+Where every hidden layer is at most 16 wide (mlp-16-16, the default network, among them) a step
+past layer 1 is a few hundred multiply-adds, less than the general path's per-layer calls,
+passes and thread checks cost. This path keeps the small layers in local arrays for the whole
+call, in both layouts as small_step does (Wt_l for the forward product, a row per input; W_l for
+the backward product, a row per output; both get the same update, the product computed once per
+element in either layout, so they stay bit-identical), and runs a step straight through. Layer
+1 is the sparse section's: the row's list, with four chains of FMAs over it for the forward
+product (one would wait on its own latency). Pads stay exactly 0: activations and deltas are 0
+there, and the update touches only real rows. */
+
+static inline float row_max(const vn *v) {
+    vn m = v[0];
+    for (int i = 1; i < VPR; i++) m = vnsel(v[i] > m, v[i], m);
+    float r = m[0];
+    for (int i = 1; i < VL; i++) r = m[i] > r ? m[i] : r;
+    return r;
+}
+
+static inline float row_sum(const vn *v) {
+    vn m = v[0];
+    for (int i = 1; i < VPR; i++) m += v[i];
+    return vnsum(m);
+}
+
+/* z = sum_j val_j A[idx_j] over row r's list (16 columns). */
+static inline void sp_fwd16(const sp_t *sp, const float *restrict a, long r, vn *z) {
+    const int *restrict idx = sp->idx + sp->off[r], n = (int)(sp->off[r + 1] - sp->off[r]);
+    const float *restrict val = sp->val + sp->off[r];
+    vn c[4][VPR];
+    for (int k = 0; k < 4; k++)
+        for (int v = 0; v < VPR; v++) c[k][v] = (vn){0};
+    int j = 0;
+    for (; j + 4 <= n; j += 4)
+        for (int k = 0; k < 4; k++)
+            for (int v = 0; v < VPR; v++) c[k][v] += val[j + k] * vnload(a + idx[j + k] + VL * v);
+    for (; j < n; j++)
+        for (int v = 0; v < VPR; v++) c[0][v] += val[j] * vnload(a + idx[j] + VL * v);
+    for (int v = 0; v < VPR; v++) z[v] = (c[0][v] + c[1][v]) + (c[2][v] + c[3][v]);
+    if (sp->c != 0.0f) {
+        float k1 = D0 * sp->c + sp->sum[r];
+        for (int v = 0; v < VPR; v++) z[v] += sp->c * vnload(sp->s + VL * v) + k1 * vnload(sp->u + VL * v);
+    }
+}
+
+/* z [16] = sum_i a[i] w[i] over 16 rows of 16 (four chains). */
+static inline void vm16(const float *restrict a, const float *restrict w, vn *z) {
+    vn c[4][VPR];
+    for (int k = 0; k < 4; k++)
+        for (int v = 0; v < VPR; v++) c[k][v] = (vn){0};
+    for (int i = 0; i < 16; i += 4)
+        for (int k = 0; k < 4; k++)
+            for (int v = 0; v < VPR; v++) c[k][v] += a[i + k] * vnload(w + (i + k) * 16 + VL * v);
+    for (int v = 0; v < VPR; v++) z[v] = (c[0][v] + c[1][v]) + (c[2][v] + c[3][v]);
+}
+
+static void sp_steps_narrow(const net_t *q, const float *t, int n_steps, float lr, int mse, const sp_t *sp) {
+    enum { G = 16 };
+    static const float iota[G] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const int nl = q->nl, *sz = q->size;
+    float fw[MAXLAYERS][G * G] __attribute__((aligned(64))), bw[MAXLAYERS][G * G] __attribute__((aligned(64)));
+    float b[MAXLAYERS][G] __attribute__((aligned(64))), a[MAXLAYERS][G] __attribute__((aligned(64)));
+    float d[G] __attribute__((aligned(64))), nd[G] __attribute__((aligned(64))), tt[G] __attribute__((aligned(64)));
+    for (int l = 0; l < nl; l++) memcpy(b[l], q->b[l], sizeof b[l]);
+    for (int l = 1; l < nl; l++) {
+        memcpy(fw[l], q->wt[l], sizeof fw[l]);
+        for (int i = 0; i < G; i++)
+            for (int o = 0; o < G; o++) bw[l][o * G + i] = fw[l][i * G + o];
+    }
+    vn lanes[VPR], z1[VPR];
+    for (int v = 0; v < VPR; v++) lanes[v] = vnload(iota + VL * v);
+    memset(tt, 0, sizeof tt);
+    float *wt1 = q->wt[0];
+    sp_fwd16(sp, wt1, 0, z1);
+    for (int s = 0; s < n_steps; s++) {
+        vn z[VPR];
+        for (int v = 0; v < VPR; v++) z[v] = z1[v];
+        for (int l = 1; l < nl; l++) { /* a[l-1] = sigmoid(z_l + b_l) on the real lanes, then z_{l+1} */
+            for (int v = 0; v < VPR; v++) {
+                vn h = 1.0f / (1.0f + vnexp(-(z[v] + vnload(b[l - 1] + VL * v))));
+                vnstore(a[l - 1] + VL * v, vnsel(lanes[v] < (float)sz[l], h, (vn){0}));
+            }
+            vm16(a[l - 1], fw[l], z);
+        }
+        { /* the output: softmax over the 10 lanes of z + b, then dL/dz (as out_delta) */
+            vn e[VPR], tv[VPR];
+            memcpy(tt, t + (long)s * D3, D3 * sizeof(float));
+            for (int v = 0; v < VPR; v++) {
+                e[v] = vnsel(lanes[v] < (float)D3, z[v] + vnload(b[nl - 1] + VL * v), (vn){0} - 1e30f);
+                tv[v] = vnload(tt + VL * v);
+            }
+            float m = row_max(e);
+            for (int v = 0; v < VPR; v++) e[v] = vnsel(lanes[v] < (float)D3, vnexp(e[v] - m), (vn){0});
+            float inv = 1.0f / row_sum(e);
+            for (int v = 0; v < VPR; v++) e[v] *= inv;
+            if (mse) {
+                vn g[VPR], gs[VPR];
+                for (int v = 0; v < VPR; v++) g[v] = 2.0f * (e[v] - tv[v]), gs[v] = g[v] * e[v];
+                float sg = row_sum(gs);
+                for (int v = 0; v < VPR; v++) vnstore(d + VL * v, e[v] * (g[v] - sg));
+            } else {
+                for (int v = 0; v < VPR; v++) vnstore(d + VL * v, e[v] - tv[v]);
+            }
+        }
+        for (int l = nl; l >= 2; l--) { /* d = D_l: D_{l-1} from the weights before this step, then the update */
+            const float *al = a[l - 2];
+            vn back[VPR], ndv[VPR];
+            vm16(d, bw[l - 1], back);
+            for (int v = 0; v < VPR; v++) {
+                ndv[v] = -lr * vnload(d + VL * v);
+                vnstore(nd + VL * v, ndv[v]);
+                vnstore(b[l - 1] + VL * v, vnload(b[l - 1] + VL * v) + ndv[v]);
+                vn av = vnload(al + VL * v);
+                vnstore(d + VL * v, back[v] * av * (1.0f - av));
+            }
+            for (int i = 0; i < sz[l - 1]; i++) /* Wt_l[i] += a_i nd */
+                for (int v = 0; v < VPR; v++) {
+                    float *w = fw[l - 1] + i * G + VL * v;
+                    vnstore(w, vnload(w) + al[i] * ndv[v]);
+                }
+            for (int o = 0; o < sz[l]; o++) /* W_l[o] += nd_o a */
+                for (int v = 0; v < VPR; v++) {
+                    float *w = bw[l - 1] + o * G + VL * v;
+                    vnstore(w, vnload(w) + nd[o] * vnload(al + VL * v));
+                }
+        }
+        vn n1[VPR];
+        for (int v = 0; v < VPR; v++) {
+            n1[v] = -lr * vnload(d + VL * v);
+            vnstore(b[0] + VL * v, vnload(b[0] + VL * v) + n1[v]);
+        }
+        { /* layer 1: this sample's update over its list, then the next sample's product over its own */
+            const long o0 = sp->off[s];
+            const int *restrict idx = sp->idx + o0, n = (int)(sp->off[s + 1] - o0);
+            const float *restrict val = sp->val + o0;
+            for (int j = 0; j < n; j++)
+                for (int v = 0; v < VPR; v++) {
+                    float *w = wt1 + idx[j] + VL * v;
+                    vnstore(w, vnload(w) + val[j] * n1[v]);
+                }
+            if (sp->c != 0.0f)
+                for (int v = 0; v < VPR; v++) {
+                    vnstore(sp->u + VL * v, vnload(sp->u + VL * v) + sp->c * n1[v]);
+                    vnstore(sp->s + VL * v, vnload(sp->s + VL * v) + sp->sum[s] * n1[v]);
+                }
+        }
+        if (s + 1 < n_steps) sp_fwd16(sp, wt1, s + 1, z1);
+    }
+    for (int l = 0; l < nl; l++) memcpy(q->b[l], b[l], sizeof b[l]);
+    for (int l = 1; l < nl; l++) memcpy(q->wt[l], fw[l], sizeof fw[l]);
 }
 
 /* Floats of work memory mlp_steps needs for `batch` rows per step on up to `threads` threads (a
@@ -1227,32 +1326,37 @@ int mlp_steps(const float *x, const float *t, int n_steps, int batch, int n_laye
     return 0;
 }
 
-/* Floats of work memory sparse_steps needs: mlp_work_floats' and the sparse lists. */
-long sparse_work_floats(int batch, int n_layers, const int *sizes, int threads) {
-    long f = mlp_work_floats(batch, n_layers, sizes, threads);
-    return f < 0 ? f : f + sp_work(batch);
-}
-
-/* mlp_steps for the `sparse` mode (the sparse layer-1 section above): the same arguments, with
-   wt[0] holding A, u [pad w1] and s [pad w1] (S, recomputed from A here first: the running sum
-   is never carried from one call to the next) and c the background value. The same function
-   as mlp_steps. work: sparse_work_floats(batch, n_layers, sizes, t) floats for some t >= threads.
-   On return s holds the running S as the call's updates left it (tests compare it with A's sum:
-   the drift). Returns 0, or -1 (nothing done) if the sizes are not a network of the family. */
-int sparse_steps(const float *x, const float *t, int n_steps, int batch, int n_layers, const int *sizes,
-                 float *const *wt, float *const *b, float *u, float *s, float c, float lr, int mse, int threads,
-                 float *work) {
+/* mlp_steps for the `sparse` mode (the sparse layer-1 section above), on the nonzero lists of the
+   rows instead of x: step i trains on rows [i*batch, (i+1)*batch), row r's list the entries
+   off[r] .. off[r+1] of idx (each its row's offset in A, pixel x pad w1) and val (x - c there),
+   sum[r] the sum of its val; wt[0] holds A, u [pad w1] and s [pad w1] (S, recomputed from A
+   here first: the running sum is never carried from one call to the next) and c the background
+   value. The same function as mlp_steps on the dense rows. work: mlp_work_floats(batch,
+   n_layers, sizes, t) floats for some t >= threads. On return s holds the running S as the
+   call's updates left it (tests compare it with A's sum: the drift). Returns 0, or -1 (nothing
+   done) if the sizes are not a network of the family. */
+int sparse_steps(const long *off, const int *idx, const float *val, const float *sum, const float *t, int n_steps,
+                 int batch, int n_layers, const int *sizes, float *const *wt, float *const *b, float *u, float *s,
+                 float c, float lr, int mse, int threads, float *work) {
     net_t q;
     if (net_init(&q, n_layers, sizes, wt, b)) return -1;
     if (n_steps < 1 || batch < 1) return 0;
     threads = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
-    sp_t sp = sp_lists(c, u, s, work + mlp_work_floats(batch, n_layers, sizes, threads), batch);
+    const sp_t sp = {c, u, s, off, idx, val, sum};
     sp_resync(&sp, wt[0], q.pad[1]);
-    if (batch == 1) {
-        net_steps_bs1(&q, x, t, n_steps, lr, mse, threads, work, &sp);
+    int narrow = 1;
+    for (int l = 1; l < q.nl; l++) narrow &= q.pad[l] == 16;
+    if (batch == 1 && narrow) {
+        sp_steps_narrow(&q, t, n_steps, lr, mse, &sp);
         return 0;
     }
-    for (int i = 0; i < n_steps; i++)
-        net_step(&q, x + (long)i * batch * D0, t + (long)i * batch * D3, batch, lr, mse, threads, work, &sp);
+    if (batch == 1) {
+        net_steps_bs1(&q, 0, t, n_steps, lr, mse, threads, work, &sp);
+        return 0;
+    }
+    for (int i = 0; i < n_steps; i++) {
+        const sp_t rows = sp_from(&sp, (long)i * batch);
+        net_step(&q, 0, t + (long)i * batch * D3, batch, lr, mse, threads, work, &rows);
+    }
     return 0;
 }

@@ -9,6 +9,7 @@ saying why, which the mode turns into an `unsupported` row.
 """
 
 import ctypes
+import dataclasses
 import hashlib
 import os
 import platform
@@ -143,10 +144,9 @@ def load() -> ctypes.CDLL:
             lib.mlp_steps.restype = i32
             # batch, n_layers, sizes, threads
             lib.mlp_work_floats.argtypes, lib.mlp_work_floats.restype = [i32, i32, ptr, i32], ctypes.c_long
-            # x, t, n_steps, batch, n_layers, sizes, wt[], b[], u, s, c, lr, mse, threads, work
-            lib.sparse_steps.argtypes = [ptr, ptr, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, f32, f32, i32, i32, ptr]
+            # off, idx, val, sum, t, n_steps, batch, n_layers, sizes, wt[], b[], u, s, c, lr, mse, threads, work
+            lib.sparse_steps.argtypes = [ptr] * 5 + [i32, i32, i32, ptr, ptr, ptr, ptr, ptr, f32, f32, i32, i32, ptr]
             lib.sparse_steps.restype = i32
-            lib.sparse_work_floats.argtypes, lib.sparse_work_floats.restype = [i32, i32, ptr, i32], ctypes.c_long
             _loaded[path] = lib
             return lib
     except OSError as e:  # e.g. a temp dir mounted noexec: the library builds but cannot be mapped
@@ -246,11 +246,51 @@ class Net:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Lists:
+    """Rows as the `sparse` mode reads them: each row's inputs that differ from a background value
+    c, as kernel.c's sparse_steps takes them. Built once per dataset (the mode's own form of the
+    data, like a preloaded copy: its cost is the mode's one-off), reordered per epoch as every
+    mode's rows are (take), sliced per call (rows): slices share idx and val, off stays absolute."""
+
+    off: torch.Tensor  # int64 [rows + 1]: row r's entries are off[r] .. off[r + 1] of idx and val
+    idx: torch.Tensor  # int32: the entry's row of layer 1's weights, pixel x the padded width
+    val: torch.Tensor  # float32: x - c at that pixel
+    sum: torch.Tensor  # float32 [rows]: the sum of the row's val
+
+    @classmethod
+    def of(cls, x: torch.Tensor, c: float, width: int) -> "Lists":
+        """The lists of x [rows, 784] (float32 on the cpu) for layer 1 `width` wide. A NaN differs
+        from every value, so it is kept: a NaN input reaches the loss as it does in every mode."""
+        keep = x != c
+        row, pixel = keep.nonzero(as_tuple=True)
+        off = torch.zeros(x.shape[0] + 1, dtype=torch.int64)
+        torch.cumsum(keep.sum(1), 0, out=off[1:])
+        val = (x[row, pixel] - c).float()
+        total = torch.zeros(x.shape[0]).index_add_(0, row, val)
+        return cls(off, (pixel * _pad16(width)).int(), val, total)
+
+    def __len__(self) -> int:
+        return self.sum.shape[0]
+
+    def take(self, order: torch.Tensor) -> "Lists":
+        """The rows in `order` (a permutation, or any index of rows), as one contiguous copy."""
+        counts = (self.off[1:] - self.off[:-1])[order]
+        off = torch.zeros(len(counts) + 1, dtype=torch.int64)
+        torch.cumsum(counts, 0, out=off[1:])
+        src = torch.repeat_interleave(self.off[:-1][order] - off[:-1], counts) + torch.arange(int(off[-1]))
+        return Lists(off, self.idx[src], self.val[src], self.sum[order].contiguous())
+
+    def rows(self, i: int, j: int) -> "Lists":
+        """Rows [i, j): views."""
+        return Lists(self.off[i : j + 1], self.idx, self.val, self.sum[i:j])
+
+
 class SparseNet(Net):
-    """Net trained by kernel.c's sparse_steps (the `sparse` mode): the same function, layer 1
-    computed over each sample's inputs that differ from a background value c only. Layer 1's
-    weights are held as W1^T[k] = A[k] + u (kernel.c explains why that is exact for any c): A in
-    wt[0], u a row of its own, S = sum_k A[k] a row the kernel recomputes at every call."""
+    """Net trained by kernel.c's sparse_steps (the `sparse` mode) on Lists: the same function,
+    layer 1 computed over each sample's inputs that differ from a background value c only. Layer
+    1's weights are held as W1^T[k] = A[k] + u (kernel.c explains why that is exact for any c): A
+    in wt[0], u a row of its own, S = sum_k A[k] a row the kernel recomputes at every call."""
 
     def __init__(self, lib: ctypes.CDLL, sizes, params: dict, threads: int, c: float = 0.0):
         super().__init__(lib, sizes, params, threads)
@@ -258,27 +298,20 @@ class SparseNet(Net):
         self.u = torch.zeros(_pad16(self.sizes[1]))  # W1^T = A + u: all of W1 in A to start with
         self.s = torch.zeros(_pad16(self.sizes[1]))
 
-    def work_floats(self, batch: int) -> int:
-        return self.lib.sparse_work_floats(batch, self.n_layers, self._sizes, self.threads)
-
-    def _call(self, x, t, n_steps, batch, lr, mse, work):
-        return self.lib.sparse_steps(
-            x.data_ptr(),
-            t.data_ptr(),
-            n_steps,
-            batch,
-            self.n_layers,
-            self._sizes,
-            self._wt,
-            self._b,
-            self.u.data_ptr(),
-            self.s.data_ptr(),
-            self.c,
-            lr,
-            bool(mse),
-            self.threads,
-            work.data_ptr(),
-        )
+    def steps(self, lists: Lists, t: torch.Tensor, n_steps: int, batch: int, lr: float, mse: bool) -> None:
+        """As Net.steps, on the rows' Lists (made with this net's c and width) instead of x."""
+        rows = n_steps * batch
+        if len(lists) < rows or t.dtype != torch.float32 or not t.is_contiguous() or tuple(t.shape[1:]) != (10,):
+            raise ValueError(f"{n_steps} steps of {batch} need {rows} rows of lists and t [{rows}, 10] float32")
+        if t.shape[0] < rows:
+            raise ValueError(f"t is {tuple(t.shape)}; {n_steps} steps of {batch} need [{rows}, 10]")
+        need = self.work_floats(batch)
+        if self._work.numel() < need:
+            self._work = torch.empty(need)
+        ptrs = [a.data_ptr() for a in (lists.off, lists.idx, lists.val, lists.sum, t)]
+        args = [n_steps, batch, self.n_layers, self._sizes, self._wt, self._b, self.u.data_ptr(), self.s.data_ptr()]
+        if self.lib.sparse_steps(*ptrs, *args, self.c, lr, bool(mse), self.threads, self._work.data_ptr()) != 0:
+            raise ValueError(f"kernel rejected the network {self.sizes}")
 
     def params(self) -> dict[str, torch.Tensor]:
         """As Net.params, w1 computed as A + u (a copy; the others are views)."""
