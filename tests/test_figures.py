@@ -287,6 +287,26 @@ def test_every_figure_says_so_when_there_is_nothing_to_plot():
         assert is_note(fig), [ax.get_title() for ax in fig.axes]
 
 
+def render_all(tables: dict, tmp_path, monkeypatch, **kw) -> tuple[dict, dict]:
+    """render() on `tables` written as its csv inputs: each figure as render() drew it (then saved
+    as render() saves it), by name, and the paths of the PNGs."""
+    inp = {}
+    for name in catalog.inputs():
+        inp[name] = tmp_path / f"{name}.csv"
+        tables[name].to_csv(inp[name], index=False)
+    out = {name: tmp_path / f"{name}.png" for name in catalog.FIGURES}
+    drawn, save = {}, figures.save
+
+    def keep(fig, path, dpi):
+        drawn[path.stem] = fig
+        return save(fig, path, dpi=dpi)
+
+    monkeypatch.setattr(figures, "save", keep)
+    figures.render(inp, out, target=0.9, log=lambda m: None, **kw)
+    monkeypatch.setattr(figures, "save", save)
+    return drawn, out
+
+
 def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatch):
     """render() on summary tables of every input the registry names: each figure of FIGURES is
     drawn with data (axes with labels and lines, bars or cells, not a note) and written as a PNG
@@ -303,19 +323,7 @@ def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatc
         "map": analysis.network_map(runs),
     }
     assert set(catalog.inputs()) <= set(tables), "a figure reads a table this test does not build"
-    inp = {}
-    for name in catalog.inputs():
-        inp[name] = tmp_path / f"{name}.csv"
-        tables[name].to_csv(inp[name], index=False)
-    out = {name: tmp_path / f"{name}.png" for name in catalog.FIGURES}
-    drawn, save = {}, figures.save
-
-    def keep(fig, path, dpi):  # the figure as render() drew it, then saved as render() saves it
-        drawn[path.stem] = fig
-        return save(fig, path, dpi=dpi)
-
-    monkeypatch.setattr(figures, "save", keep)
-    figures.render(inp, out, dpi=40, target=0.9, log=lambda m: None)
+    drawn, out = render_all(tables, tmp_path, monkeypatch, dpi=40)
     assert list(drawn) == list(catalog.FIGURES)  # each once, in the registry's order
     for name, fig in drawn.items():
         assert not is_note(fig), f"{name} found nothing to plot"
@@ -460,7 +468,7 @@ def many_machines(n: int) -> tuple[dict, dict, dict]:
     return tables, found, scales
 
 
-def test_fifty_machines_one_overview_and_figures_that_compare_them(tmp_path):
+def test_fifty_machines_one_overview_and_figures_that_compare_them(tmp_path, monkeypatch):
     """Fifty machines: summary.md opens with at most ten headline bullets and every machine ranked
     fastest first, then a section per machine in the natural order of names (node2 before
     node10); every registered figure compares the machines in one panel per device (not one per
@@ -482,22 +490,8 @@ def test_fifty_machines_one_overview_and_figures_that_compare_them(tmp_path):
     node7 = md.split("## node7\n", 1)[1].split("\n## ", 1)[0]
     assert "On node7, cpu, mlp-16-16: the beginner's code trains" in node7  # each machine's own headline
 
-    inp = {}
-    for name in catalog.inputs():
-        inp[name] = tmp_path / f"{name}.csv"
-        tables[name].to_csv(inp[name], index=False)
-    out = {name: tmp_path / f"{name}.png" for name in catalog.FIGURES}
-    drawn, save = {}, figures.save
-
-    def keep(fig, path, dpi):
-        drawn[path.stem] = [ax for ax in fig.axes if ax.get_title()]
-        return save(fig, path, dpi=dpi)
-
-    figures.save = keep
-    try:
-        figures.render(inp, out, target=0.9, log=lambda m: None)  # the config's default dpi
-    finally:
-        figures.save = save
+    figs, out = render_all(tables, tmp_path, monkeypatch)  # the config's default dpi
+    drawn = {name: [ax for ax in fig.axes if ax.get_title()] for name, fig in figs.items()}
     for name, path in out.items():
         with Image.open(path) as im:
             assert max(im.size) <= figures.MAX_PIXELS, (name, im.size)

@@ -1150,8 +1150,7 @@ passes and thread checks cost. This path keeps the small layers in local arrays 
 call, in both layouts as small_step does (Wt_l for the forward product, a row per input; W_l for
 the backward product, a row per output; both get the same update, the product computed once per
 element in either layout, so they stay bit-identical), and runs a step straight through. Layer
-1 is the sparse section's: the row's list, with four chains of FMAs over it for the forward
-product (one would wait on its own latency). Pads stay exactly 0: activations and deltas are 0
+1 is the sparse section's, as in net_steps_bs1. Pads stay exactly 0: activations and deltas are 0
 there, and the update touches only real rows. */
 
 static inline float row_max(const vn *v) {
@@ -1166,26 +1165,6 @@ static inline float row_sum(const vn *v) {
     vn m = v[0];
     for (int i = 1; i < VPR; i++) m += v[i];
     return vnsum(m);
-}
-
-/* z = sum_j val_j A[idx_j] over row r's list (16 columns). */
-static inline void sp_fwd16(const sp_t *sp, const float *restrict a, long r, vn *z) {
-    const int *restrict idx = sp->idx + sp->off[r], n = (int)(sp->off[r + 1] - sp->off[r]);
-    const float *restrict val = sp->val + sp->off[r];
-    vn c[4][VPR];
-    for (int k = 0; k < 4; k++)
-        for (int v = 0; v < VPR; v++) c[k][v] = (vn){0};
-    int j = 0;
-    for (; j + 4 <= n; j += 4)
-        for (int k = 0; k < 4; k++)
-            for (int v = 0; v < VPR; v++) c[k][v] += val[j + k] * vnload(a + idx[j + k] + VL * v);
-    for (; j < n; j++)
-        for (int v = 0; v < VPR; v++) c[0][v] += val[j] * vnload(a + idx[j] + VL * v);
-    for (int v = 0; v < VPR; v++) z[v] = (c[0][v] + c[1][v]) + (c[2][v] + c[3][v]);
-    if (sp->c != 0.0f) {
-        float k1 = D0 * sp->c + sp->sum[r];
-        for (int v = 0; v < VPR; v++) z[v] += sp->c * vnload(sp->s + VL * v) + k1 * vnload(sp->u + VL * v);
-    }
 }
 
 /* z [16] = sum_i a[i] w[i] over 16 rows of 16 (four chains). */
@@ -1212,14 +1191,15 @@ static void sp_steps_narrow(const net_t *q, const float *t, int n_steps, float l
         for (int i = 0; i < G; i++)
             for (int o = 0; o < G; o++) bw[l][o * G + i] = fw[l][i * G + o];
     }
-    vn lanes[VPR], z1[VPR];
+    float z1[G] __attribute__((aligned(64)));
+    vn lanes[VPR];
     for (int v = 0; v < VPR; v++) lanes[v] = vnload(iota + VL * v);
     memset(tt, 0, sizeof tt);
     float *wt1 = q->wt[0];
-    sp_fwd16(sp, wt1, 0, z1);
+    sp_fwd(sp, wt1, G, 0, z1);
     for (int s = 0; s < n_steps; s++) {
         vn z[VPR];
-        for (int v = 0; v < VPR; v++) z[v] = z1[v];
+        for (int v = 0; v < VPR; v++) z[v] = vnload(z1 + VL * v);
         for (int l = 1; l < nl; l++) { /* a[l-1] = sigmoid(z_l + b_l) on the real lanes, then z_{l+1} */
             for (int v = 0; v < VPR; v++) {
                 vn h = 1.0f / (1.0f + vnexp(-(z[v] + vnload(b[l - 1] + VL * v))));
@@ -1269,27 +1249,12 @@ static void sp_steps_narrow(const net_t *q, const float *t, int n_steps, float l
                     vnstore(w, vnload(w) + nd[o] * vnload(al + VL * v));
                 }
         }
-        vn n1[VPR];
-        for (int v = 0; v < VPR; v++) {
-            n1[v] = -lr * vnload(d + VL * v);
-            vnstore(b[0] + VL * v, vnload(b[0] + VL * v) + n1[v]);
-        }
-        { /* layer 1: this sample's update over its list, then the next sample's product over its own */
-            const long o0 = sp->off[s];
-            const int *restrict idx = sp->idx + o0, n = (int)(sp->off[s + 1] - o0);
-            const float *restrict val = sp->val + o0;
-            for (int j = 0; j < n; j++)
-                for (int v = 0; v < VPR; v++) {
-                    float *w = wt1 + idx[j] + VL * v;
-                    vnstore(w, vnload(w) + val[j] * n1[v]);
-                }
-            if (sp->c != 0.0f)
-                for (int v = 0; v < VPR; v++) {
-                    vnstore(sp->u + VL * v, vnload(sp->u + VL * v) + sp->c * n1[v]);
-                    vnstore(sp->s + VL * v, vnload(sp->s + VL * v) + sp->sum[s] * n1[v]);
-                }
-        }
-        if (s + 1 < n_steps) sp_fwd16(sp, wt1, s + 1, z1);
+        for (int o = 0; o < G; o++) nd[o] = -lr * d[o], b[0][o] += nd[o];
+        /* layer 1: this sample's update over its list, then the next sample's product over its own */
+        sp_upd(sp, wt1, s, nd, 1.0f, 0, G);
+        if (sp->c != 0.0f)
+            for (int o = 0; o < G; o++) sp->u[o] += sp->c * nd[o], sp->s[o] += sp->sum[s] * nd[o];
+        if (s + 1 < n_steps) sp_fwd(sp, wt1, G, s + 1, z1);
     }
     for (int l = 0; l < nl; l++) memcpy(q->b[l], b[l], sizeof b[l]);
     for (int l = 1; l < nl; l++) memcpy(q->wt[l], fw[l], sizeof fw[l]);

@@ -69,13 +69,7 @@ INTEGER = [
     "flop_per_sample",
     "parameters",
     "attempts",
-    "epochs",
-    "timed_epochs",
-    "train_samples",
-    "dropped_samples",
-    "steps",
-    "warmup_steps",
-    "timed_steps",
+    *(c for c in SIZES if c != "steps_per_call"),
 ]
 NUMBER = TIMING + LEARNING + ["other_cores", "own_cpu_share", "lr", "threads", "input_nonzero_share"]
 
