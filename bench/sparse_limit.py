@@ -13,6 +13,12 @@ below 1.0 against the limit is what it is built for. Beside them, in the same ro
 own matrix products for layer 1 at that batch size (gemm_pass): the bound that a mode built on
 matrix products meets.
 
+At batch 1, what a `sparse` step is made of, in the same rounds: the mode on blank images (every
+list empty: the small layers, the softmax and the step's fixed costs alone) and the rest, the
+lists' entries (sparse minus blank: layer 1's forward product and update over the nonzero
+pixels), per entry against the FMA limit for its 4 x w1 FLOP. The target 0.6x the dense limit
+needs both parts together under it.
+
     python bench/sparse_limit.py [--batches 1 16 4096] [--samples N] [--min-time S] [--rounds R]
                                  [--threads T] [--mnist results/preload/mnist.pt]
 """
@@ -102,6 +108,8 @@ def main(argv=None):
         f"{NETWORK.name}: {dense} FLOP per sample dense; {'MNIST' if a.mnist else 'stand-in'} rows, "
         f"{share:.1%} nonzero: sparse does {eff:.0f} FLOP ({eff / dense:.1%}); {a.threads} thread(s)"
     )
+    blank = dict(d, x=torch.zeros_like(d["x"]))
+    entries = share * d["x"].shape[1]  # list entries per sample
     summary = []
     for b in a.batches:
         if b > len(d["x"]):
@@ -111,7 +119,8 @@ def main(argv=None):
         built = {m: prepared(m, b, d, cfg) for m in MODES}
         if any(v is None for v in built.values()):
             raise SystemExit(f"sparse or kernel cannot run here: {kernel.problem()}")
-        per, spent = {"sparse": [], "kernel": [], "limit": [], "gemm": []}, dict.fromkeys(MODES, 0.0)
+        parts = prepared("sparse", b, blank, cfg) if b == 1 else None
+        per, spent = {"sparse": [], "kernel": [], "limit": [], "gemm": [], "blank": []}, dict.fromkeys(MODES, 0.0)
         while len(per["limit"]) < a.rounds or min(spent.values()) < a.min_time:
             per["limit"].append(dense / (kernel.fma_gflops(200_000, 1) * 1e3))
             for m in MODES:
@@ -121,7 +130,10 @@ def main(argv=None):
                 per[m].append(s / n * 1e6)
             s, n = gemm_pass(d["x"], b)
             per["gemm"].append(s / n * 1e6)
-        us = {k: statistics.median(v) for k, v in per.items()}
+            if parts is not None:
+                s, n = one_pass(parts[0], blank, parts[1])
+                per["blank"].append(s / n * 1e6)
+        us = {k: statistics.median(v) for k, v in per.items() if v}
         r_sl = interval([s / lim for s, lim in zip(per["sparse"], per["limit"])])
         r_kl = interval([k / lim for k, lim in zip(per["kernel"], per["limit"])])
         r_sk = interval([s / k for s, k in zip(per["sparse"], per["kernel"])])
@@ -136,6 +148,24 @@ def main(argv=None):
             f"b{b} sparse/limit {fmt(r_sl)}, kernel/limit {fmt(r_kl)}, sparse/kernel {fmt(r_sk)}, "
             f"layer-1 products/limit {fmt(r_gl)}"
         )
+        if parts is not None:
+            r_bl = interval([z / lim for z, lim in zip(per["blank"], per["limit"])])
+            r_el = interval([(s - z) / lim for s, z, lim in zip(per["sparse"], per["blank"], per["limit"])])
+            # one entry's 4 x w1 FLOP at the round's FMA rate (the limit's), in the same units
+            row = 4 * NETWORK.sizes[1] / dense
+            r_ee = interval(
+                [(s - z) / entries / (lim * row) for s, z, lim in zip(per["sparse"], per["blank"], per["limit"])]
+            )
+            ns = (us["sparse"] - us["blank"]) / entries * 1e3
+            print(
+                f"batch 1 parts: blank images (every list empty) {us['blank']:.3f} us/sample, {fmt(r_bl)} the limit; "
+                f"the lists' {entries:.0f} entries (sparse - blank) {fmt(r_el)} the limit, {ns:.2f} ns per entry, "
+                f"{fmt(r_ee)} the FMA limit for its {4 * NETWORK.sizes[1]} FLOP",
+                flush=True,
+            )
+            summary.append(
+                f"b1 blank/limit {fmt(r_bl)}, entries/limit {fmt(r_el)}, per entry {fmt(r_ee)} its FMA limit"
+            )
     print(f"torch {torch.__version__}; kernel built by {kernel.identity()}")
     print("ratio (median over rounds, 95 % interval): " + "; ".join(summary))
 
