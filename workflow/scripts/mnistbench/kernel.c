@@ -777,10 +777,10 @@ the training data (kernel.py's nonzero_lists), built once per dataset like any p
 reordered per epoch before the clock as every mode's data is: a row's list is its pixels that
 differ from c, each as its row's offset in A (pixel x padded width) and x - c. S is a running sum
 whose round-off could drift from sum_k A[k] over many updates: it is recomputed from A at the
-start of every call (every call of the mode: at most 256 steps). Measured
+start of every call (every call of the mode: at most 1024 steps). Measured
 (tests/test_modes.py, normalised synthetic data at batch 1): over a whole 60000-sample epoch in
-one call, with no resync, S drifts 2.5e-5 of its scale from A's true sum; over one call of 256
-steps, 9e-7, float32 round-off. Every other layer is the generic path's (net_step,
+one call, with no resync, S drifts 2.3e-5 of its scale from A's true sum; over one call of 1024
+steps, 1.2e-6, float32 round-off. Every other layer is the generic path's (net_step,
 net_steps_bs1), or at batch 1 of a narrow network the path of its own below (sp_steps_narrow). */
 
 typedef struct {
