@@ -1166,7 +1166,8 @@ call, in both layouts as small_step does (Wt_l for the forward product, a row pe
 the backward product, a row per output; both get the same update, the product computed once per
 element in either layout, so they stay bit-identical), and runs a step straight through. Layer
 1 is the sparse section's, as in net_steps_bs1. Pads stay exactly 0: activations and deltas are 0
-there, and the update touches only real rows. */
+there, so the small layers' updates, run over all 16 rows, add 0 to a pad row, and layer 1's
+touches only the rows of its list. */
 
 /* Max and sum over a 16-float row of VPR native vectors, the result in every lane (a
    broadcast, ready for the next vector operation): log2(VL) steps of swapping lanes s apart, as
