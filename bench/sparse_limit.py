@@ -151,11 +151,8 @@ def main(argv=None):
         if parts is not None:
             r_bl = interval([z / lim for z, lim in zip(per["blank"], per["limit"])])
             r_el = interval([(s - z) / lim for s, z, lim in zip(per["sparse"], per["blank"], per["limit"])])
-            # one entry's 4 x w1 FLOP at the round's FMA rate (the limit's), in the same units
-            row = 4 * NETWORK.sizes[1] / dense
-            r_ee = interval(
-                [(s - z) / entries / (lim * row) for s, z, lim in zip(per["sparse"], per["blank"], per["limit"])]
-            )
+            # per entry, against its 4 x w1 FLOP at the round's FMA rate: the same ratio, rescaled
+            r_ee = tuple(r * dense / (entries * 4 * NETWORK.sizes[1]) for r in r_el)
             ns = (us["sparse"] - us["blank"]) / entries * 1e3
             print(
                 f"batch 1 parts: blank images (every list empty) {us['blank']:.3f} us/sample, {fmt(r_bl)} the limit; "

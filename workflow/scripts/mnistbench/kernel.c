@@ -1145,9 +1145,9 @@ static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_
         }
         for (int o = 0; o < pd[1]; o++) nd[o] = -lr * d[o], q->b[0][o] += nd[o];
         if (sp) { /* this sample's update over its list, then the next sample's product over its own */
+            const sp_t row = sp_from(sp, s);
             sp_upd(sp, wt1, s, nd, 1.0f, 0, pd[1]);
-            if (sp->c != 0.0f)
-                for (int o = 0; o < pd[1]; o++) sp->u[o] += sp->c * nd[o], sp->s[o] += sp->sum[s] * nd[o];
+            sp_upd_rows(&row, pd[1], 1, d, lr);
             if (s + 1 < n_steps) sp_fwd(sp, wt1, pd[1], s + 1, z1);
             continue;
         }
@@ -1293,9 +1293,9 @@ static void sp_steps_narrow(const net_t *q, const float *t, int n_steps, float l
         }
         for (int o = 0; o < G; o++) nd[o] = -lr * d[o], b[0][o] += nd[o];
         /* layer 1: this sample's update over its list, then the next sample's product over its own */
+        const sp_t row = sp_from(sp, s);
         sp_upd(sp, wt1, s, nd, 1.0f, 0, G);
-        if (sp->c != 0.0f)
-            for (int o = 0; o < G; o++) sp->u[o] += sp->c * nd[o], sp->s[o] += sp->sum[s] * nd[o];
+        sp_upd_rows(&row, G, 1, d, lr);
         if (s + 1 < n_steps) sp_fwd(sp, wt1, G, s + 1, z1);
     }
     for (int l = 0; l < nl; l++) memcpy(q->b[l], b[l], sizeof b[l]);

@@ -209,17 +209,16 @@ class Net:
     def steps(self, x: torch.Tensor, t: torch.Tensor, n_steps: int, batch: int, lr: float, mse: bool) -> None:
         """n_steps consecutive SGD steps, step s on rows [s*batch, (s+1)*batch) of x [n_steps*batch,
         784] and the one-hot t [n_steps*batch, 10], contiguous float32 rows on the cpu."""
-        rows = n_steps * batch
-        for name, a, width in (("x", x, 784), ("t", t, 10)):
-            if a.dtype != torch.float32 or a.device.type != "cpu" or not a.is_contiguous():
-                raise ValueError(f"{name} must be contiguous float32 on the cpu")
-            if a.dim() != 2 or a.shape[1] != width or a.shape[0] < rows:
-                raise ValueError(f"{name} is {tuple(a.shape)}; {n_steps} steps of {batch} need [{rows}, {width}]")
+        self._check(x, n_steps, batch)
+        _check_rows("t", t, n_steps, batch, 10)
         need = self.work_floats(batch)
         if self._work.numel() < need:
             self._work = torch.empty(need)
         if self._call(x, t, n_steps, batch, lr, mse, self._work) != 0:
             raise ValueError(f"kernel rejected the network {self.sizes}")
+
+    def _check(self, x, n_steps: int, batch: int) -> None:
+        _check_rows("x", x, n_steps, batch, 784)
 
     def _call(self, x, t, n_steps, batch, lr, mse, work):
         return self.lib.mlp_steps(
@@ -244,6 +243,15 @@ class Net:
             out[f"w{layer}"] = self.wt[layer - 1][:fan_in, :fan_out].t()
             out[f"b{layer}"] = self.b[layer - 1][:fan_out]
         return out
+
+
+def _check_rows(name: str, a: torch.Tensor, n_steps: int, batch: int, width: int) -> None:
+    """a holds the n_steps * batch rows of `width` a call reads: contiguous float32 on the cpu."""
+    rows = n_steps * batch
+    if a.dtype != torch.float32 or a.device.type != "cpu" or not a.is_contiguous():
+        raise ValueError(f"{name} must be contiguous float32 on the cpu")
+    if a.dim() != 2 or a.shape[1] != width or a.shape[0] < rows:
+        raise ValueError(f"{name} is {tuple(a.shape)}; {n_steps} steps of {batch} need [{rows}, {width}]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,20 +306,15 @@ class SparseNet(Net):
         self.u = torch.zeros(_pad16(self.sizes[1]))  # W1^T = A + u: all of W1 in A to start with
         self.s = torch.zeros(_pad16(self.sizes[1]))
 
-    def steps(self, lists: Lists, t: torch.Tensor, n_steps: int, batch: int, lr: float, mse: bool) -> None:
-        """As Net.steps, on the rows' Lists (made with this net's c and width) instead of x."""
-        rows = n_steps * batch
-        if len(lists) < rows or t.dtype != torch.float32 or not t.is_contiguous() or tuple(t.shape[1:]) != (10,):
-            raise ValueError(f"{n_steps} steps of {batch} need {rows} rows of lists and t [{rows}, 10] float32")
-        if t.shape[0] < rows:
-            raise ValueError(f"t is {tuple(t.shape)}; {n_steps} steps of {batch} need [{rows}, 10]")
-        need = self.work_floats(batch)
-        if self._work.numel() < need:
-            self._work = torch.empty(need)
+    # steps(lists, t, ...): Net.steps on the rows' Lists (made with this net's c and width), not x.
+    def _check(self, lists: Lists, n_steps: int, batch: int) -> None:
+        if len(lists) < n_steps * batch:
+            raise ValueError(f"{n_steps} steps of {batch} need {n_steps * batch} rows of lists, not {len(lists)}")
+
+    def _call(self, lists, t, n_steps, batch, lr, mse, work):
         ptrs = [a.data_ptr() for a in (lists.off, lists.idx, lists.val, lists.sum, t)]
         args = [n_steps, batch, self.n_layers, self._sizes, self._wt, self._b, self.u.data_ptr(), self.s.data_ptr()]
-        if self.lib.sparse_steps(*ptrs, *args, self.c, lr, bool(mse), self.threads, self._work.data_ptr()) != 0:
-            raise ValueError(f"kernel rejected the network {self.sizes}")
+        return self.lib.sparse_steps(*ptrs, *args, self.c, lr, bool(mse), self.threads, work.data_ptr())
 
     def params(self) -> dict[str, torch.Tensor]:
         """As Net.params, w1 computed as A + u (a copy; the others are views)."""
