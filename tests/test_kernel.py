@@ -22,9 +22,15 @@ LOSSES = list(model.LOSSES)
 TOL = dict(rtol=1e-4, atol=2e-5)
 
 
-@pytest.fixture(scope="module")
-def lib():
-    return kernel.load()
+@pytest.fixture(scope="module", params=list(kernel.ARCHES))
+def lib(request):
+    """kernel.c built for each vector ISA (kernel.ARCHES): the native build's paths are those of
+    this cpu, the others those kernel.c takes on a cpu with AVX2 or with SSE2 only (the paths differ
+    by vector width, see kernel.c's VN_BYTES); what this cpu cannot execute is skipped, saying so."""
+    why = kernel.cannot_run(request.param)
+    if why:
+        pytest.skip(why)
+    return kernel.load(request.param)
 
 
 def data(n, seed=0):

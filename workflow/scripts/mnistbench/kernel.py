@@ -25,11 +25,12 @@ import torch
 from mnistbench import files
 
 SOURCE = Path(__file__).with_name("kernel.c")
-# Tried in order. -march=native: the vector code for this cpu (AVX-512 where there is one).
-# -fopenmp: the threads (torch's own pool, see kernel.c); a compiler without OpenMP (Apple's
-# clang) gets a single-threaded build. -Wno-psabi: GCC's notes on passing 64-byte vectors would
-# otherwise crowd a real error out of the message.
-FLAGS = tuple(["-O3", *arch, *omp, "-Wno-psabi"] for omp in (["-fopenmp"], []) for arch in (["-march=native"], []))
+# The vector code a build targets. Runs use `native`: this cpu's own (AVX-512 where there is one).
+# The others build the same source for less, so that the tests prove on this cpu the paths that
+# kernel.c takes on another: `avx2` is x86-64-v3 (AVX2, FMA), `baseline` plain x86-64 (SSE2).
+ARCHES = {"native": "-march=native", "avx2": "-march=x86-64-v3", "baseline": "-march=x86-64"}
+# What a cpu must have to run x86-64-v3 code, as Linux names its flags (GCC's definition of the level).
+X86_64_V3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
 BUILD_TIMEOUT_S = 300
 # The network the fast path (sgd_step, sgd_steps) is written for; mlp_steps takes any of the family.
 SHAPE = (784, 16, 16, 10)
@@ -97,11 +98,11 @@ def _cache_dir() -> Path:
     return d
 
 
-def _build(cc: list[str], flags: list[str], out: Path) -> None:
+def _build(cc: list[str], build: list[str], out: Path) -> None:
     """Compile to a temporary name beside `out`, renamed into place only when the build succeeded."""
     try:
         with files.atomic(out, suffix=out.suffix) as tmp:
-            cmd = [*cc, *flags, "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)]
+            cmd = [*cc, *build, "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)]
             r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT_S)
             if r.returncode != 0:
                 lines = (r.stderr or r.stdout).splitlines()
@@ -111,22 +112,43 @@ def _build(cc: list[str], flags: list[str], out: Path) -> None:
         raise BuildError(f"build took over {BUILD_TIMEOUT_S} s") from e
 
 
-def load() -> ctypes.CDLL:
-    """The compiled kernel (built on first use); BuildError says why it cannot be."""
+def flags(arch: str = "native") -> list[list[str]]:
+    """The compiler flags of a build for `arch`, tried in order. -fopenmp: the threads (torch's own
+    pool, see kernel.c); a compiler without OpenMP (Apple's clang) gets a single-threaded build.
+    A compiler that does not know -march=native builds for its default target instead.
+    -Wno-psabi: GCC's notes on passing 64-byte vectors would otherwise crowd a real error out of
+    the message."""
+    targets = [[ARCHES[arch]], []] if arch == "native" else [[ARCHES[arch]]]
+    return [["-O3", *target, *omp, "-Wno-psabi"] for omp in (["-fopenmp"], []) for target in targets]
+
+
+def cannot_run(arch: str) -> str | None:
+    """Why code built for `arch` cannot run on this cpu, or None."""
+    if arch == "native":
+        return None
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"{arch} is x86-64 code; this cpu is {platform.machine()}"
+    have = set(" ".join(ln.split(":", 1)[1] for ln in _cpu().splitlines() if ln.startswith("flags")).split())
+    missing = sorted(X86_64_V3 - have) if arch == "avx2" else []
+    return f"this cpu lacks {', '.join(missing)} of x86-64-v3" if missing else None
+
+
+def load(arch: str = "native") -> ctypes.CDLL:
+    """The compiled kernel for `arch` (built on first use); BuildError says why it cannot be."""
     cc = compiler()
     if cc is None:
         raise BuildError(f"no C compiler: {os.environ.get('CC', 'cc')} not found; install gcc or clang, or set CC")
     error = None
     try:
         cache = _cache_dir()
-        for flags in FLAGS:
-            key = "\0".join([identity(), *flags, platform.node(), _cpu()]).encode() + SOURCE.read_bytes()
+        for build in flags(arch):
+            key = "\0".join([identity(), *build, platform.node(), _cpu()]).encode() + SOURCE.read_bytes()
             path = cache / f"kernel-{hashlib.sha256(key).hexdigest()[:16]}.so"
             if path in _loaded:
                 return _loaded[path]
             try:
                 if not path.exists():
-                    _build(cc, flags, path)
+                    _build(cc, build, path)
             except BuildError as e:
                 error = e
                 continue

@@ -21,7 +21,10 @@ catalog.MODES, describe it in the docs (README.md, config/README.md: tests/test_
 add it to the tests in tests/test_modes.py.
 """
 
+import getpass
 import math
+import os
+import tempfile
 import time
 
 import numpy as np
@@ -283,6 +286,19 @@ def _compile_afresh() -> None:
     # before it. Inductor's disk cache stays, so a second run of a graph pays a warm-cache
     # compile, as a user's second run does.
     torch.compiler.reset()
+    # Inductor generates C++ for the vector ISA that ATEN_CPU_CAPABILITY allows, but its disk cache
+    # does not tell code generated under one capability from another's: a process under `avx2`
+    # loaded what one under `avx512` had cached and trained to NaN (torch 2.14, measured). Each
+    # capability set by hand gets a cache folder of its own inside inductor's.
+    capability = os.environ.get("ATEN_CPU_CAPABILITY", "").lower()
+    if capability:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # a uid without a name: inductor's own default says uid_N
+            user = f"uid_{os.getuid()}"
+        base = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+        own = f"aten-{capability}"
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = base if os.path.basename(base) == own else os.path.join(base, own)
     # Compile in this process: inductor's pool of compile processes each import torch first,
     # which for the few small graphs of these networks costs more than it saves (2-core machine,
     # one process compiling every batch size from a warm cache: 5.7-5.8 s against 7.4 s).
@@ -530,6 +546,7 @@ class Kernel(Mode):
     # rows per call 0.055 us per sample, a tenth of sparse's batch-1 step; at 1024, a fortieth.
     ROWS_PER_CALL = 1024
     TRIALS = 5  # calls of each path timed in setup (the best of them counts)
+    ARCH = "native"  # the vector code kernel.c is built for (kernel.ARCHES): this cpu's own
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -541,7 +558,7 @@ class Kernel(Mode):
         """kernel.c built (Unsupported naming the mode where it cannot be) and the batch checked;
         the steps of one call."""
         try:
-            self.lib = kernel.load()
+            self.lib = kernel.load(self.ARCH)
         except kernel.BuildError as e:
             raise Unsupported(f"{name}: {e}") from e
         x, _, t = batch
