@@ -19,8 +19,9 @@ SCRIPTS = PACKAGE.parent
 # them by name when it starts (worker.serve), so their sources are named here for the fingerprint.
 TASKS = {"train": ("train", "train"), "profile": ("profiling", "profile_device")}
 # The environment variables a run records (the `env` of its record, env.describe): the thread
-# pools' settings, the GPUs it sees, the Slurm job.
-RECORDED_ENV = ("OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE", "SLURM_JOB_ID")
+# pools' settings, the vector ISA torch's own kernels and oneDNN's may use (read when torch loads;
+# they pick other kernels, so other timings and other rounding), the GPUs it sees, the Slurm job.
+RECORDED_ENV = ("OMP_", "MKL_", "OPENBLAS_", "ATEN_CPU_CAPABILITY", "ONEDNN_", "DNNL_", "CUDA_VISIBLE", "SLURM_JOB_ID")
 # Every variable (or prefix) of the environment that changes what a run does, those it records
 # included: the C compiler that builds the kernel (CC, found on PATH) and what a compiler reads,
 # the temp dir the kernel is cached in, torch's, CUDA's and Triton's settings, the timed-run slot.
@@ -51,14 +52,28 @@ def settings_json(cfg: dict) -> str:
 
 def _imports(path: Path) -> list[str]:
     """The package modules a source file imports (anywhere in it, functions included)."""
+    st = path.stat()
+    return _imports_of(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.cache  # per file and version: the Snakefile asks for the same files' imports many times
+def _imports_of(path: str, mtime_ns: int, size: int) -> list[str]:
     names = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    # Imports are statements: only statements are searched, in every block (functions, classes,
+    # branches, handlers), not the expressions in them, which hold most of a module's nodes.
+    todo = list(ast.parse(Path(path).read_text(), path).body)
+    while todo:
+        node = todo.pop()
         if isinstance(node, ast.ImportFrom) and node.module == "mnistbench":
             names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mnistbench."):
             names.append(node.module.split(".")[1])
         elif isinstance(node, ast.Import):
             names += [a.name.split(".")[1] for a in node.names if a.name.startswith("mnistbench.")]
+        for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo += [
+                n for n in getattr(node, block, ()) if isinstance(n, (ast.stmt, ast.excepthandler, ast.match_case))
+            ]
     return names
 
 
