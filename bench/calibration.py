@@ -26,7 +26,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import run_workflow  # noqa: E402
 import yaml  # noqa: E402
-from mnistbench import analysis, machines, synthetic, uncertainty  # noqa: E402
+from mnistbench.collect import uncertainty  # noqa: E402
+from mnistbench.data import synthetic  # noqa: E402
+from mnistbench.measure import machines  # noqa: E402
+from mnistbench.report import analysis  # noqa: E402
 
 # Only proves the script works end to end (used by the tests): too small to judge anything.
 QUICK = dict(

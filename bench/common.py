@@ -8,12 +8,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import torch  # noqa: E402
-from mnistbench import runner, spec, timing  # noqa: E402
-from mnistbench.modes import Unsupported  # noqa: E402
-from mnistbench.train import DEFAULTS  # noqa: E402
+from mnistbench.config import networks
+from mnistbench.measure import timing  # noqa: E402
+from mnistbench.train import runner
+from mnistbench.train.modes import Unsupported  # noqa: E402
+from mnistbench.train.trainer import DEFAULTS  # noqa: E402
 
 # The network the bench scripts time: the seed's (the default of `models`).
-NETWORK = spec.network(DEFAULTS["models"][0])
+NETWORK = networks.network(DEFAULTS["models"][0])
 # Arithmetic of one training sample as counted for the roofline: forward + 2x backward.
 FLOP_PER_SAMPLE = 3 * 2 * sum(a * b for a, b in zip(NETWORK.sizes[:-1], NETWORK.sizes[1:]))
 
@@ -34,7 +36,7 @@ def prepared(mode: str, batch_size: int, d: dict, cfg: dict, device: str = "cpu"
     cannot run here."""
     perm = torch.randperm(len(d["x"]))
     try:
-        m = runner.build(cfg, spec.build(cfg, NETWORK.name), mode, device, batch_size)
+        m = runner.build(cfg, networks.build(cfg, NETWORK.name), mode, device, batch_size)
         runner.setup(m, next(iter(m.epoch(d, perm))), device)
     except Unsupported:
         return None

@@ -22,8 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import pandas as pd  # noqa: E402
-from mnistbench import aggregate, analysis, catalog, figures, schema  # noqa: E402
-from mnistbench.records import COLUMNS  # noqa: E402
+from mnistbench.collect import aggregate
+from mnistbench.config import catalog, schema  # noqa: E402
+from mnistbench.report import analysis, figures
+from mnistbench.train.records import COLUMNS  # noqa: E402
 from PIL import Image  # noqa: E402
 
 TARGET_S = 60.0  # aggregate + analyse + figures, fifty machines

@@ -24,7 +24,9 @@ sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 import pandas as pd  # noqa: E402
 import run_workflow  # noqa: E402
 import yaml  # noqa: E402
-from mnistbench import catalog, devices, synthetic  # noqa: E402
+from mnistbench.config import devices  # noqa: E402
+from mnistbench.data import synthetic  # noqa: E402
+from mnistbench.train import needs  # noqa: E402
 
 # The modes that answer the question: the beginner's code, correct hand-written, nn.Module, graph
 # replay, the GPU's top mode (persistent) and the cpu's (kernel). The whole ladder does not fit in
@@ -127,7 +129,7 @@ def top_mode(table) -> None:
     rows = []
     for b in sorted(set(table.index.get_level_values("batch_size"))):
         at = table.xs(b, level="batch_size")
-        gpus = [c for c in at.columns if catalog.exists("persistent", c)]
+        gpus = [c for c in at.columns if needs.exists("persistent", c)]
         for gpu in gpus:
             top = at.loc["persistent", gpu] if "persistent" in at.index else float("nan")
             graph = at.loc["cudagraph", gpu] if "cudagraph" in at.index else float("nan")

@@ -17,8 +17,10 @@ import torch
 import torch.utils.benchmark as benchmark
 from common import NETWORK, config
 from common import data as random_data
-from mnistbench import runner, spec, timing
-from mnistbench.catalog import MODES
+from mnistbench.config import networks
+from mnistbench.config.catalog import MODES
+from mnistbench.measure import timing
+from mnistbench.train import runner
 
 
 def main(argv=None):
@@ -39,7 +41,7 @@ def main(argv=None):
     ratios = []
     for b in a.batch_sizes:
         cfg = config(a.threads)
-        m = runner.build(cfg, spec.build(cfg, NETWORK.name), a.mode, "cpu", b)
+        m = runner.build(cfg, networks.build(cfg, NETWORK.name), a.mode, "cpu", b)
         perm = torch.randperm(n, generator=g)
         runner.setup(m, next(iter(m.epoch(data, perm))), "cpu")
         batches = list(m.epoch(data, perm))  # after setup: a mode may choose its steps per call there

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 from common import config, data, prepared
-from mnistbench import timing
+from mnistbench.measure import timing
 
 
 def main(argv=None):

@@ -20,7 +20,7 @@ import time
 
 import torch
 from common import NETWORK, data
-from mnistbench import kernel, model
+from mnistbench.train import kernel, nets
 
 ROWS_PER_CALL = 256  # as the kernel mode: many steps per call below 256 rows per step
 LR = 0.01
@@ -53,7 +53,7 @@ def chunks(d: dict, batch: int):
 def fast_path(lib, d: dict, batch: int):
     """(call, rows): sgd_steps on the seed shape, the parameters laid out as the kernel mode lays
     them out."""
-    p = {k: v.contiguous() for k, v in model.init_params(NETWORK, "default", 0).items()}
+    p = {k: v.contiguous() for k, v in nets.init_params(NETWORK, "default", 0).items()}
     p["w1"] = p["w1"].t().contiguous()  # the kernel's layout, [784, 16]
     work = torch.empty(lib.work_floats(1))
     steps, rows, rows_of = chunks(d, batch)
@@ -61,7 +61,7 @@ def fast_path(lib, d: dict, batch: int):
     def call(i):
         x, t = rows_of(i)
         # Pointers taken here, from tensors this closure holds: they must outlive fast_path.
-        ptrs = [p[k].data_ptr() for k in model.names(NETWORK)]
+        ptrs = [p[k].data_ptr() for k in nets.names(NETWORK)]
         lib.sgd_steps(x.data_ptr(), t.data_ptr(), steps, batch, *ptrs, LR, 0, 1, work.data_ptr())
 
     return call, rows

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import common  # noqa: F401  (puts workflow/scripts on the path)
 import torch
-from mnistbench import kernel
+from mnistbench.train import kernel
 
 # One pass over a table w [rows][16] on the build's widest vector (8 floats with AVX2): `mode`
 # 0 = product only (load, FMA), 1 = update only (load, FMA, store), 2 = both fused (load, FMA,

@@ -30,7 +30,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import run_workflow  # noqa: E402
 import yaml  # noqa: E402
-from mnistbench import quality, synthetic  # noqa: E402
+from mnistbench.data import synthetic  # noqa: E402
+from mnistbench.measure import quality  # noqa: E402
 
 MIN_OVERLAP_S = quality.MIN_WINDOW_S
 GRID = dict(

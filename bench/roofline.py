@@ -14,7 +14,8 @@ import time
 
 import torch
 from common import FLOP_PER_SAMPLE, data, step_time
-from mnistbench.catalog import MODES, exists
+from mnistbench.config.catalog import MODES
+from mnistbench.train.needs import exists
 
 
 def matmul_gflops(n: int, min_time: float) -> float:

@@ -1,7 +1,7 @@
 """What the slowed-stretch rule does to a run's numbers, measured on a finished run.
 
 A run's step time (`step_time_median_s`) leaves out the blocks of its timed steps more than
-uncertainty.SLOWED times slower than its second fastest block; beside it every run records the
+slowed.SLOWED times slower than its second fastest block; beside it every run records the
 median over all its timed steps (`step_time_all_steps_s`). For every combination of a results
 folder this prints the ratio kept / all steps (the median over the repeats of each run's ratio)
 with its 95 % interval over the repeats (uncertainty.median_over_runs, the project's interval
@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from mnistbench import uncertainty, words  # noqa: E402
-from mnistbench.aggregate import MACHINE_KEYS, read_runs, usable  # noqa: E402
+from mnistbench.collect import uncertainty
+from mnistbench.collect.aggregate import MACHINE_KEYS, read_runs, usable  # noqa: E402
+from mnistbench.report import words  # noqa: E402
 
 
 def main(argv=None) -> int:

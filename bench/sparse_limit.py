@@ -30,9 +30,9 @@ import time
 import numpy as np
 import torch
 from common import NETWORK, config, prepared
-from mnistbench import kernel
-from mnistbench.analysis import effective_flop
-from mnistbench.modes import nonzero_share
+from mnistbench.report.analysis import effective_flop
+from mnistbench.train import kernel
+from mnistbench.train.native import nonzero_share
 
 MODES = ("sparse", "kernel")
 

@@ -15,8 +15,9 @@ import argparse
 
 import torch
 from common import NETWORK, data, step_time
-from mnistbench import kernel
-from mnistbench.catalog import MODES, exists
+from mnistbench.config.catalog import MODES
+from mnistbench.train import kernel
+from mnistbench.train.needs import exists
 
 
 def main(argv=None):

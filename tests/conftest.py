@@ -24,7 +24,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
-from mnistbench import data, synthetic  # noqa: E402
+from mnistbench.data import download, preload, synthetic  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_configure(config):
-    """Each test process trains under its own timed-run slot (worker.timed_slot): the slot keeps a
+    """Each test process trains under its own timed-run slot (measure/slot.py): the slot keeps a
     machine's timed runs apart so that their timings are comparable, and the tests compare none
     across processes; one slot for the whole suite would make the processes wait on each other."""
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")
@@ -103,8 +103,8 @@ def closed_port() -> int:
 def make_tensors(folder: Path, n_train: int, n_test: int) -> Path:
     """A preload tensor file of a small synthetic MNIST, made by the real download and preload code."""
     md5 = synthetic.write(folder / "m", n_train=n_train, n_test=n_test)
-    data.download(folder / "d", [f"file://{folder}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(folder / "d"), folder / "t.pt")
+    download.download(folder / "d", [f"file://{folder}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(folder / "d"), folder / "t.pt")
     return folder / "t.pt"
 
 

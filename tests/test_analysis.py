@@ -13,7 +13,10 @@ import pandas as pd
 import pytest
 import torch
 from conftest import REPO, edited, jobs, own_workdir, snakemake
-from mnistbench import aggregate, analysis, depends, figures, profiling, records, spec, words
+from mnistbench.collect import aggregate
+from mnistbench.config import depends, networks
+from mnistbench.report import analysis, figures, words
+from mnistbench.train import profiling, records
 
 GRID = [1, 4, 16, 64, 256, 1024, 4096]  # a batch-size step is a factor of 4
 CFG = dict(
@@ -34,7 +37,7 @@ def synthetic_runs(truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host=
     rows = []
     for key, (a, b) in truth.items():
         device, mode, network = (*key, "mlp-16-16")[:3]
-        flop = spec.network(network).flop_per_sample()
+        flop = networks.network(network).flop_per_sample()
         for bs in sizes:
             for r in range(repeats):
                 t = (a + b * bs) * 1e-6 * math.exp(rng.normal(0, noise))
@@ -260,7 +263,7 @@ def test_profiler_splits_steps_and_counts_ops():
     g = torch.Generator().manual_seed(0)
     tensors = {"train_x": torch.rand(100, 784, generator=g), "train_y": torch.randint(0, 10, (100,), generator=g)}
     cfg = dict(seed=0, model=dict(init="default", loss="cross_entropy", lr=0.1, amp_dtype="float16"))
-    s = spec.build(cfg, "mlp-16-16")
+    s = networks.build(cfg, "mlp-16-16")
     rows = {
         m: profiling.profile_one(cfg, s, tensors, "cpu", m, 16, steps=3, warmup=1)
         for m in ("module", "manual", "numpy", "seed")
@@ -453,13 +456,15 @@ def test_headline_when_every_run_at_the_smallest_batch_was_left_out():
     assert "## The headline" in words.summary_md(found, CFG, tables["environment"], tables)
 
 
-@pytest.mark.parametrize("module", ["aggregate", "analysis", "figures"])
+@pytest.mark.parametrize("module", ["collect.aggregate", "report.analysis", "report.figures"])
 def test_an_analysis_rule_lists_every_package_module_its_script_runs(module):
     """The analysis rules' code inputs (depends.sources, read from the source) hold every package
-    module that importing the script's module really loads: an edit of any of them reruns the rule."""
+    module that importing the script's module really loads: an edit of any of them reruns the rule.
+    (A sub-package's __init__ holds its docstring only.)"""
     code = f"import sys, mnistbench.{module}; print(*sorted(m for m in sys.modules if m.startswith('mnistbench.')))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO / "workflow/scripts")
     assert proc.returncode == 0, proc.stderr
-    loaded = {m.split(".")[1] + ".py" for m in proc.stdout.split()}
-    listed = {Path(p).name for p in depends.sources(module)}
-    assert f"{module}.py" in loaded and loaded <= listed, sorted(loaded - listed)
+    loaded = {depends.module_path(m.removeprefix("mnistbench.")) for m in proc.stdout.split()}
+    loaded = {p for p in loaded if p.is_file()}
+    listed = {Path(p) for p in depends.sources(module)}
+    assert depends.module_path(module) in loaded and loaded <= listed, sorted(map(str, loaded - listed))

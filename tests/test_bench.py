@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from conftest import REPO
-from mnistbench import catalog
+from mnistbench.config import catalog
 
 pytestmark = pytest.mark.slow  # each starts Python and torch, some a whole pipeline
 

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 from conftest import REPO
-from mnistbench import data, synthetic
+from mnistbench.data import download, preload, synthetic
 
 
 @pytest.mark.slow  # two Python processes that import torch
 def test_train_cli_runs_one_combination(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=128, n_test=32)
-    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     env = dict(os.environ, PYTHONPATH=str(REPO / "workflow" / "scripts"))
     cmd = [
         sys.executable,
@@ -65,9 +65,9 @@ def validated(cfg: dict) -> dict:
 
 
 def test_cli_defaults_are_the_workflow_defaults():
-    from mnistbench import train
+    from mnistbench.train import trainer
 
-    assert train.DEFAULTS == validated({})
+    assert trainer.DEFAULTS == validated({})
 
 
 def test_config_yaml_is_the_schema_defaults():

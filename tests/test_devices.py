@@ -2,7 +2,8 @@
 
 import pytest
 import torch
-from mnistbench import BenchError, devices
+from mnistbench import BenchError
+from mnistbench.config import devices
 
 
 @pytest.mark.parametrize("name, slug", [("cpu", "cpu"), ("cuda", "cuda"), ("cuda:1", "cuda1"), ("mps", "mps")])

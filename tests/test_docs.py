@@ -6,7 +6,7 @@ import re
 
 import yaml
 from conftest import REPO
-from mnistbench import catalog, devices
+from mnistbench.config import catalog, devices
 
 
 def backticked(text: str) -> list:

@@ -3,7 +3,8 @@
 import pytest
 import torch
 from conftest import closed_port, snakemake, tiny_config
-from mnistbench import BenchError, data, synthetic
+from mnistbench import BenchError
+from mnistbench.data import download, preload, synthetic
 
 DOWNLOADED = "results/data/MNIST/raw"
 
@@ -43,8 +44,10 @@ def test_file_mirror_and_second_mirror_fallback(mirror, tmp_path):
     _, md5 = mirror
     folder = tmp_path / "m"
     md5 = synthetic.write(folder, n_train=50, n_test=20)
-    data.download(tmp_path / "d", [f"http://127.0.0.1:{closed_port()}/", f"file://{folder}/"], md5, log=lambda m: None)
-    t = data.load_raw(tmp_path / "d")
+    download.download(
+        tmp_path / "d", [f"http://127.0.0.1:{closed_port()}/", f"file://{folder}/"], md5, log=lambda m: None
+    )
+    t = preload.load_raw(tmp_path / "d")
     assert t["train_x"].shape == (50, 784) and t["test_y"].shape == (20,)
     assert t["train_x"].dtype == torch.float32 and 0.0 <= t["train_x"].min() and t["train_x"].max() <= 1.0
 
@@ -53,11 +56,11 @@ def test_corrupt_raw_file_is_a_clear_error(mirror, tmp_path):
     _, md5 = mirror
     folder = tmp_path / "m"
     md5 = synthetic.write(folder, n_train=50, n_test=20)
-    data.download(tmp_path / "d", [f"file://{folder}/"], md5, log=lambda m: None)
+    download.download(tmp_path / "d", [f"file://{folder}/"], md5, log=lambda m: None)
     raw = tmp_path / "d/MNIST/raw/train-images-idx3-ubyte"
     raw.write_bytes(raw.read_bytes()[:1000])
     with pytest.raises(BenchError, match="missing or corrupt.*download_mnist"):
-        data.load_raw(tmp_path / "d")
+        preload.load_raw(tmp_path / "d")
 
 
 @pytest.mark.parametrize(

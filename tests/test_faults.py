@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 from conftest import closed_port, jobs, own_workdir, snakemake, tiny_config
-from mnistbench import BenchError, catalog, data, files, kernel, synthetic, worker
+from mnistbench import BenchError, files
+from mnistbench.data import download, preload, synthetic
 from mnistbench.jobs import INTERRUPTED
+from mnistbench.measure import slot
+from mnistbench.train import kernel, needs
 
-PKG = str(Path(data.__file__).parents[1])
+PKG = str(Path(preload.__file__).parents[2])
 RUN = "results/runs/cpu/mlp-16-16/module/bs64/r0.csv"
 
 
@@ -27,7 +30,7 @@ def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, prepar
     pt.write_bytes(pt.read_bytes()[: pt.stat().st_size // 2])
     # Read directly (as a job would): one line naming the file and the fix.
     with pytest.raises(BenchError, match=r"cannot read the preloaded data .*mnist.pt .*rerun the same snakemake"):
-        data.load_tensors(pt, "cpu")
+        preload.load_tensors(pt, "cpu")
     # A config change that retimes the run, then a plain rerun: preload rebuilds the file first.
     proc = snakemake(tmp_path, dict(cfg, epochs=2), RUN)
     assert "preload" in jobs(proc) and "does not match its checksum" in proc.stderr
@@ -48,12 +51,12 @@ def test_a_changed_mirror_list_reruns_nothing(mirror, prepared):
 
 def test_verified_archives_are_used_before_any_mirror(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=50, n_test=20)
-    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     raw = tmp_path / "d/MNIST/raw"
     for p in raw.glob("*-ubyte"):  # what Snakemake deletes before it reruns the download
         p.unlink()
-    data.download(tmp_path / "d", [f"http://127.0.0.1:{closed_port()}/"], md5, log=lambda m: None)
-    assert data.load_raw(tmp_path / "d")["train_x"].shape == (50, 784)
+    download.download(tmp_path / "d", [f"http://127.0.0.1:{closed_port()}/"], md5, log=lambda m: None)
+    assert preload.load_raw(tmp_path / "d")["train_x"].shape == (50, 784)
 
 
 @pytest.fixture
@@ -71,7 +74,7 @@ def test_a_full_disk_during_download_names_the_path(tiny_disk, tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=200, n_test=50)
     # The folder the files go to, never the mirror's file that was being copied.
     with pytest.raises(BenchError) as e:
-        data.download(tiny_disk, [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+        download.download(tiny_disk, [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     assert str(e.value) == files.full_disk(tiny_disk / "MNIST/raw")
     assert "put results/ on a bigger disk" in str(e.value)
     assert not [p for p in (tiny_disk / "MNIST/raw").iterdir()]  # nothing half-written
@@ -155,7 +158,7 @@ def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, prepared):
 
 def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatch):
     monkeypatch.setenv("CC", "/bin/false")
-    why = catalog.why_not("kernel", "cpu")
+    why = needs.why_not("kernel", "cpu")
     assert why == "kernel needs a C compiler that builds kernel.c (/bin/false could not build kernel.c: exit status 1)"
 
 
@@ -178,30 +181,30 @@ def test_the_compiler_is_a_rerun_trigger_of_kernel_runs(mirror, prepared, monkey
 
 def test_the_timed_slot_is_one_file_for_every_user(monkeypatch):
     monkeypatch.delenv("MNISTBENCH_TIMED_SLOT")  # the test processes' own (conftest.py)
-    assert worker._slot_path().parent == Path("/tmp") and str(os.getuid()) not in worker._slot_path().name
+    assert slot._slot_path().parent == Path("/tmp") and str(os.getuid()) not in slot._slot_path().name
 
 
 def test_the_timed_slot_never_follows_a_planted_link(tmp_path, monkeypatch):
     lock, victim = tmp_path / "slot.lock", tmp_path / "victim"
     victim.write_text("keep me")
     lock.symlink_to(victim)
-    monkeypatch.setattr(worker, "_slot_path", lambda: lock)
+    monkeypatch.setattr(slot, "_slot_path", lambda: lock)
     with pytest.raises(BenchError, match=r"slot.lock cannot be opened safely .*remove it and rerun"):
-        with worker.timed_slot(log=lambda m: None):
+        with slot.timed_slot(log=lambda m: None):
             pass
     assert victim.read_text() == "keep me"
 
 
 def test_the_timed_slot_is_open_to_every_user_whatever_the_umask(tmp_path, monkeypatch):
     lock = tmp_path / "slot.lock"
-    monkeypatch.setattr(worker, "_slot_path", lambda: lock)
+    monkeypatch.setattr(slot, "_slot_path", lambda: lock)
     old = os.umask(0o077)
     try:
-        with worker.timed_slot(log=lambda m: None):
-            assert worker.timed_slot_busy()
+        with slot.timed_slot(log=lambda m: None):
+            assert slot.busy()
     finally:
         os.umask(old)
-    assert lock.stat().st_mode & 0o777 == 0o666 and not worker.timed_slot_busy()
+    assert lock.stat().st_mode & 0o777 == 0o666 and not slot.busy()
 
 
 def test_a_refused_aggregate_leaves_no_figures_or_fits_of_older_runs(cpu_pipeline, tmp_path):

@@ -8,8 +8,9 @@ import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from mnistbench import analysis, catalog, figures, words
-from mnistbench.catalog import MODES as LADDER
+from mnistbench.config import catalog
+from mnistbench.config.catalog import MODES as LADDER
+from mnistbench.report import analysis, figures, words
 from PIL import Image
 from test_analysis import GRID, synthetic_runs, transfer_table
 

@@ -15,7 +15,7 @@ import tarfile
 import pytest
 import yaml
 from conftest import REPO, job_stats
-from mnistbench import synthetic
+from mnistbench.data import synthetic
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -10,13 +10,14 @@ import math
 
 import pytest
 import torch
-from mnistbench import kernel, model, spec
+from mnistbench.config import networks
+from mnistbench.train import kernel, nets
 
-SEED = spec.network(spec.SEED_NETWORK)  # the network of sgd_steps, the fast path: 784-16-16-10
-NAMES = model.names(SEED)
+SEED = networks.network(networks.SEED_NETWORK)  # the network of sgd_steps, the fast path: 784-16-16-10
+NAMES = nets.names(SEED)
 pytestmark = pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler to build the kernel")
 
-LOSSES = list(model.LOSSES)
+LOSSES = list(nets.LOSSES)
 # As tests/test_modes.py: float32 round-off after a few dozen steps. Per-sample SGD at lr 0.5 is
 # chaotic (round-off grows with every step), so those runs stay short.
 TOL = dict(rtol=1e-4, atol=2e-5)
@@ -45,7 +46,7 @@ def reference(p, x, y, batch, loss, lr):
     p = {k: v.double() for k, v in p.items()}
     for i in range(0, len(x), batch):
         p64 = {k: v.clone().requires_grad_(True) for k, v in p.items()}
-        model.loss_fn(model.forward(p64, x[i : i + batch].double()), y[i : i + batch], loss).backward()
+        nets.loss_fn(nets.forward(p64, x[i : i + batch].double()), y[i : i + batch], loss).backward()
         p = {k: (v - lr * p64[k].grad).detach() for k, v in p.items()}
     return p
 
@@ -87,7 +88,7 @@ def test_batch_1_run_in_one_call_tracks_float64_sgd(lib, init, lr, steps, loss):
     """One call, one sample per step: every step sees the weights its predecessor left, the first
     and the last sample of the call included. 'seed' is the beginner's init and lr
     (config/seed.yaml): saturated sigmoids, small steps, so a longer run."""
-    p = model.init_params(SEED, init, 4)
+    p = nets.init_params(SEED, init, 4)
     x, y, t = data(steps, seed=1)
     got = kernel_run(lib, p, x, t, 1, loss, lr, [steps])
     assert_tracks(got, reference(p, x, y, 1, loss, lr), p, 1e-3)
@@ -97,7 +98,7 @@ def test_batch_1_run_in_one_call_tracks_float64_sgd(lib, init, lr, steps, loss):
 def test_batch_1_run_split_into_calls_of_any_size(lib, loss):
     """Calls of 1, 2, 7 and 27 steps (none a multiple of another): a run is the same whether it
     is one call or many, each call picking up the weights the last one left."""
-    p = model.init_params(SEED, "default", 5)
+    p = nets.init_params(SEED, "default", 5)
     x, y, t = data(37, seed=2)
     got = kernel_run(lib, p, x, t, 1, loss, 0.5, [1, 2, 7, 27])
     assert_tracks(got, reference(p, x, y, 1, loss, 0.5), p, 1e-3)
@@ -111,14 +112,14 @@ def test_batch_1_run_split_into_calls_of_any_size(lib, loss):
 def test_batches_of_many_rows_step_by_step(lib, batch, steps, threads, loss):
     """batch > 1: each step the mean gradient of its rows. 600 rows on 3 threads: each step's
     rows split among threads (kernel.c's MIN_ROWS keeps 16 rows on one)."""
-    p = model.init_params(SEED, "default", 6)
+    p = nets.init_params(SEED, "default", 6)
     x, y, t = data(batch * steps, seed=3)
     got = kernel_run(lib, p, x, t, batch, loss, 0.5, [2, steps - 2], threads=threads)
     assert_tracks(got, reference(p, x, y, batch, loss, 0.5), p, 1e-2)
 
 
 def test_a_call_of_no_steps_changes_nothing(lib):
-    p = model.init_params(SEED, "default", 7)
+    p = nets.init_params(SEED, "default", 7)
     x, _, t = data(2, seed=4)
     s = {k: v.clone().contiguous() for k, v in p.items()}
     w1t = p["w1"].t().contiguous()
@@ -176,7 +177,7 @@ def mlp_init(sizes, seed):
 
 def mlp_reference(p, x, y, batch, loss, lr):
     """Plain SGD in float64 with autograd's gradient of a general MLP: Linear layers, sigmoid
-    between them, model.loss_fn on the logits (the mean over the batch)."""
+    between them, nets.loss_fn on the logits (the mean over the batch)."""
     layers = len(p) // 2
     p = {k: v.double() for k, v in p.items()}
     for i in range(0, len(x), batch):
@@ -185,7 +186,7 @@ def mlp_reference(p, x, y, batch, loss, lr):
         for layer in range(1, layers + 1):
             a = torch.addmm(p64[f"b{layer}"], a, p64[f"w{layer}"].t())
             a = torch.sigmoid(a) if layer < layers else a
-        model.loss_fn(a, y[i : i + batch], loss).backward()
+        nets.loss_fn(a, y[i : i + batch], loss).backward()
         p = {k: (v - lr * p64[k].grad).detach() for k, v in p.items()}
     return p
 
@@ -234,7 +235,7 @@ def test_generic_path_tracks_float64_sgd(lib, hidden, run, loss):
 @pytest.mark.parametrize("batch,calls,threads", [(1, [37], 1), (16, [2, 4], 1), (600, [2, 1], 3)])
 def test_generic_path_on_the_seed_shape_is_the_fast_path(lib, batch, calls, threads, loss):
     """On 784-16-16-10 both paths take the same steps, float32 round-off aside."""
-    p = model.init_params(SEED, "default", 11)
+    p = nets.init_params(SEED, "default", 11)
     x, _, t = data(batch * sum(calls), seed=12)
     fast = kernel_run(lib, p, x, t, batch, loss, 0.5, calls, threads)
     generic = net_run(lib, SEED.sizes, p, x, t, batch, loss, 0.5, calls, threads).params()

@@ -8,7 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import snakemake, tiny_config
-from mnistbench import BenchError, aggregate, analysis, env, figures, machines, records, spec, words
+from mnistbench import BenchError
+from mnistbench.collect import aggregate
+from mnistbench.config import networks
+from mnistbench.measure import machines
+from mnistbench.report import analysis, figures, words
+from mnistbench.train import environment, records
 
 EPYC = "AMD EPYC 9654, 8 threads; torch 2.11.0"
 XEON = "Intel Xeon Platinum 8480+, 8 threads; torch 2.11.0"
@@ -47,7 +52,7 @@ def rows(
                         device=device,
                         device_name=machines.short(machine),
                         model=network,
-                        flop_per_sample=spec.network(network).flop_per_sample(),
+                        flop_per_sample=networks.network(network).flop_per_sample(),
                         mode=mode,
                         batch_size=bs,
                         repeat=r,
@@ -72,8 +77,8 @@ def analyse(runs):
 
 
 def test_machine_identity_names_the_hardware_and_parses_back():
-    m = env.machine("cpu", 3)
-    assert m.endswith(f"3 threads; torch {env.torch.__version__}") and machines.cpu_of(m) == m
+    m = environment.machine("cpu", 3)
+    assert m.endswith(f"3 threads; torch {environment.torch.__version__}") and machines.cpu_of(m) == m
     assert machines.short(m) == m.split("; ")[0]
     assert machines.cpu_of(H100) == XEON and machines.short(H100) == "NVIDIA H100 80GB HBM3, 80 GiB"
 
@@ -165,7 +170,7 @@ def test_the_map_names_the_batch_from_which_the_gpu_wins_for_each_network():
     nets = {"mlp-16-16": 256, "mlp-256": 16, "mlp-1024-1024": 4, "mlp-4096": 1}
     parts = []
     for i, net in enumerate(nets):
-        flop = spec.network(net).flop_per_sample()
+        flop = networks.network(net).flop_per_sample()
         parts.append(rows(EPYC, ["cpu01"], network=net, sizes=grid, repeats=3, seed=i, cost=(40.0, flop / 40e3)))
         gpu = (300.0, 0.002 + flop / 2e7)
         parts.append(rows(H100, ["gpu01"], device="cuda", network=net, sizes=grid, repeats=3, seed=9 + i, cost=gpu))

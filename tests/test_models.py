@@ -9,23 +9,24 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, copy_repo, job_stats, jobs, snakemake, tiny_config, with_data
-from mnistbench import catalog, model, spec, train
+from mnistbench.config import catalog, networks
+from mnistbench.train import needs, nets, trainer
 
 SEED = "mlp-16-16"
 
 
-def spec_of(network, **settings) -> spec.Spec:
-    return spec.build(dict(train.DEFAULTS, model=dict(train.DEFAULTS["model"], **settings)), network)
+def spec_of(network, **settings) -> networks.Spec:
+    return networks.build(dict(trainer.DEFAULTS, model=dict(trainer.DEFAULTS["model"], **settings)), network)
 
 
 # --- names and bounds -------------------------------------------------------------------------------
 
 
 def test_the_family_is_named_by_its_widths_and_bounded():
-    n = spec.network("mlp-17-33-5-64")
+    n = networks.network("mlp-17-33-5-64")
     assert n.family and n.sizes == (784, 17, 33, 5, 64, 10) and n.layers == 5 and n.slug == "mlp-17-33-5-64"
     assert n.parameters() == sum(a * b + b for a, b in zip(n.sizes, n.sizes[1:]))
-    assert spec.network(SEED).flop_per_sample() == 52_672 and spec.network(SEED).parameters() == 13_002
+    assert networks.network(SEED).flop_per_sample() == 52_672 and networks.network(SEED).parameters() == 13_002
     for bad, why in [
         ("mlp-0", "1 to 4096 units"),
         ("mlp-4097", "1 to 4096 units"),
@@ -33,22 +34,22 @@ def test_the_family_is_named_by_its_widths_and_bounded():
         ("mlp16", "not mlp-<width>"),
         ("net.py", "not mlp-<width>"),
     ]:
-        with pytest.raises(spec.BadNetwork, match=why):
-            spec.network(bad)
+        with pytest.raises(networks.BadNetwork, match=why):
+            networks.network(bad)
 
 
 def test_a_users_module_is_found_hashed_and_named_for_its_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "nets").mkdir()
     (tmp_path / "nets/wide.py").write_text("import torch.nn as nn\nNet = nn.Linear\n")
-    n = spec.network("nets/wide.py:Net")
+    n = networks.network("nets/wide.py:Net")
     assert not n.family and n.path == str(tmp_path / "nets/wide.py") and n.cls == "Net" and len(n.digest) == 64
     assert n.slug == "wide-Net"
     (tmp_path / "nets/wide.py").write_text("import torch.nn as nn\nNet = nn.Linear  # edited\n")
-    assert spec.network("nets/wide.py:Net").digest != n.digest  # its content is what a run depends on
-    assert spec.network("gone.py:Net").digest == "missing"
+    assert networks.network("nets/wide.py:Net").digest != n.digest  # its content is what a run depends on
+    assert networks.network("gone.py:Net").digest == "missing"
     # The example under config/ is found from any working directory (the workflow's folder).
-    assert spec.network("config/cnn.py:Net").path == str(REPO / "config/cnn.py")
+    assert networks.network("config/cnn.py:Net").path == str(REPO / "config/cnn.py")
 
 
 # --- what each mode takes ----------------------------------------------------------------------------
@@ -62,10 +63,10 @@ def test_each_mode_says_which_networks_it_trains_and_why_not():
     assert "kernel trains the mlp-... family only, not config/cnn.py:Net" in catalog.why_not_network(
         "kernel", user.network
     )
-    wide = spec.network("mlp-32")
+    wide = networks.network("mlp-32")
     why = catalog.why_not_network("persistent", wide)
     assert why.startswith("persistent trains mlp-16-16 only, not mlp-32") and "registers" in why
-    assert catalog.why_not_network("persistent", spec.network(SEED)) is None
+    assert catalog.why_not_network("persistent", networks.network(SEED)) is None
     assert catalog.why_not_network("numpy", wide) is None
 
 
@@ -73,15 +74,13 @@ def test_a_mode_is_left_out_where_a_setting_is_away_from_a_default_it_does_not_i
     """A setting concerns every mode unless the schema says otherwise (x-modes): amp_dtype is
     amp's alone, so bfloat16 leaves every other mode as it is; a setting no mode implements
     leaves every mode out once it is not at its default, naming the setting and the value."""
-    assert catalog.why_not("module", "cpu", spec_of(SEED, amp_dtype="bfloat16")) is None
-    assert catalog.why_not("amp", "cpu", spec_of(SEED, amp_dtype="bfloat16")) is None
+    assert needs.why_not("module", "cpu", spec_of(SEED, amp_dtype="bfloat16")) is None
+    assert needs.why_not("amp", "cpu", spec_of(SEED, amp_dtype="bfloat16")) is None
     settings = dict(catalog.schema.model_settings(), momentum=(0.0, None))
     monkeypatch.setattr(catalog.schema, "model_settings", lambda: settings)
-    s = spec.Spec(spec.network(SEED), dict(spec_of(SEED).settings, momentum=0.9))
-    assert (
-        catalog.why_not("module", "cpu", s) == "module does not implement model.momentum = 0.9 (it trains as with 0.0)"
-    )
-    assert catalog.why_not("module", "cpu", spec.Spec(s.network, dict(s.settings, momentum=0.0))) is None
+    s = networks.Spec(networks.network(SEED), dict(spec_of(SEED).settings, momentum=0.9))
+    assert needs.why_not("module", "cpu", s) == "module does not implement model.momentum = 0.9 (it trains as with 0.0)"
+    assert needs.why_not("module", "cpu", networks.Spec(s.network, dict(s.settings, momentum=0.0))) is None
 
 
 # --- a user's module, trained and refused -------------------------------------------------------------
@@ -119,12 +118,12 @@ def test_a_module_that_cannot_be_trained_is_one_line_naming_the_file_and_the_fix
     write_bad(tmp_path)
     for name, (_, cause, fix) in BAD.items():
         s = spec_of(f"{tmp_path / name}:Net")
-        with pytest.raises(model.BadModel) as e:
-            model.initial_state(s, 0)
+        with pytest.raises(nets.BadModel) as e:
+            nets.initial_state(s, 0)
         line = str(e.value)
         assert "\n" not in line and str(tmp_path / name) in line and cause in line and fix in line, line
-    with pytest.raises(model.BadModel, match="no such file; write it, or correct the path"):
-        model.initial_state(spec_of(f"{tmp_path}/gone.py:Net"), 0)
+    with pytest.raises(nets.BadModel, match="no such file; write it, or correct the path"):
+        nets.initial_state(spec_of(f"{tmp_path}/gone.py:Net"), 0)
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +146,7 @@ def test_a_users_module_trains_through_the_generic_modes_and_the_rest_goes_on(us
     cnn = runs[runs.model == "cnn.py:Net"]
     assert set(cnn["mode"]) == {"module", "dataloader"} and (cnn.status == "ok").all(), cnn[["mode", "message"]]
     assert (cnn.test_accuracy > 0.3).all() and cnn.model_digest.str.len().eq(64).all()
-    assert (cnn.flop_per_sample > 10 * spec.network("mlp-7-30").flop_per_sample()).all()
+    assert (cnn.flop_per_sample > 10 * networks.network("mlp-7-30").flop_per_sample()).all()
     mlp = runs[runs.model == "mlp-7-30"]
     assert set(mlp["mode"]) == set(cfg["modes"]) and (mlp.status == "ok").all()
     left = pd.read_csv(wd / "results/summary/left_out.csv")

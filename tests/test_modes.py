@@ -8,9 +8,12 @@ import torch
 import yaml
 from beginner_reference import train_step as beginner_step
 from conftest import REPO
-from mnistbench import catalog, devices, kernel, model, runner, spec, train
-from mnistbench.catalog import exists
-from mnistbench.modes import CLASSES, Manual, Numpy, Seed, nonzero_share
+from mnistbench.config import catalog, devices, networks
+from mnistbench.data import download
+from mnistbench.train import kernel, nets, runner, trainer
+from mnistbench.train.modes import Manual, Numpy, Seed, implementation
+from mnistbench.train.native import nonzero_share
+from mnistbench.train.needs import exists
 
 LOSSES = ["mse_softmax", "cross_entropy"]
 SEED = "mlp-16-16"
@@ -18,7 +21,7 @@ SEED = "mlp-16-16"
 # whole vector), 300 (a vector and a tail), and four layers of different widths (the loops over
 # layers, each delta from the right weights).
 ODD = ["mlp-1", "mlp-7", "mlp-300", "mlp-17-33-5-64"]
-USER = "config/cnn.py:Net"  # the example module under config/ (spec.resolve finds it from any directory)
+USER = "config/cnn.py:Net"  # the example module under config/ (networks.resolve finds it from any directory)
 # Every mode on every device this machine has, for the seed's network and the odd shapes: cpu here
 # and in CI, cuda/mps where present (run it on a GPU machine beside bench/gpu_check.py:
 # bench/README.md). torch.compile takes seconds per test: those are slow, not in the edit loop.
@@ -32,7 +35,7 @@ CASES = [
     for d in devices.available()
     for net in [SEED, *ODD, USER]
     for m in catalog.MODES
-    if exists(m, d, spec.build(train.DEFAULTS, net))
+    if exists(m, d, networks.build(trainer.DEFAULTS, net))
     for arch in ([f"-{a}" for a in kernel.ARCHES] if m in C_MODES else [""])
 ]
 # Exact modes compute in float32 (u = 2^-24 = 6e-8) what the reference computes in float64. A sum
@@ -61,9 +64,9 @@ LR = {USER: 0.1}
 needs_cc = pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler to build the kernel mode")
 
 
-def spec_of(network=SEED, **settings) -> spec.Spec:
-    cfg = dict(train.DEFAULTS, model=dict(train.DEFAULTS["model"], **settings))
-    return spec.build(cfg, network)
+def spec_of(network=SEED, **settings) -> networks.Spec:
+    cfg = dict(trainer.DEFAULTS, model=dict(trainer.DEFAULTS["model"], **settings))
+    return networks.build(cfg, network)
 
 
 def batch(n=16, seed=0):
@@ -75,7 +78,7 @@ def batch(n=16, seed=0):
 
 def autograd64(p, x, y, loss):
     p64 = {k: v.detach().double().clone().requires_grad_(True) for k, v in p.items()}
-    model.loss_fn(model.forward(p64, x.double()), y, loss).backward()
+    nets.loss_fn(nets.forward(p64, x.double()), y, loss).backward()
     return {k: v.grad for k, v in p64.items()}
 
 
@@ -84,26 +87,26 @@ def autograd64(p, x, y, loss):
 @pytest.mark.parametrize("impl", ["grads", "manual", "numpy"])
 def test_hand_gradients_equal_float64_autograd(impl, network, loss):
     s = spec_of(network, loss=loss)
-    p = model.init_params(s.network, "default", 3)
+    p = nets.init_params(s.network, "default", 3)
     x, y, t = batch()
     ref = autograd64(p, x, y, loss)
     if impl == "grads":
-        got = model.grads(p, x, t, loss)
+        got = nets.grads(p, x, t, loss)
     else:
         mode = (Manual if impl == "manual" else Numpy)(s, p, "cpu", len(x))
         mode.backward(x if impl == "manual" else x.numpy(), t if impl == "manual" else t.numpy())
         got = {k: torch.as_tensor(v) for k, v in mode.g.items()}
-    assert set(got) == set(model.names(s.network))
-    for k in model.names(s.network):
+    assert set(got) == set(nets.names(s.network))
+    for k in nets.names(s.network):
         torch.testing.assert_close(got[k].double(), ref[k], rtol=1e-4, atol=1e-6, msg=k)
 
 
 def test_seed_gradient_is_not_the_true_one_for_mse_softmax():
     """The beginner's dsoftmax keeps only the Jacobian's diagonal: a real difference."""
     s = spec_of(loss="mse_softmax", lr=0.1)
-    p = model.init_params(s.network, "default", 3)
+    p = nets.init_params(s.network, "default", 3)
     x, y, t = batch(n=1)
-    true_step = {k: v - 0.1 * model.grads(p, x, t, "mse_softmax")[k] for k, v in p.items()}
+    true_step = {k: v - 0.1 * nets.grads(p, x, t, "mse_softmax")[k] for k, v in p.items()}
     seed = Seed(s, p, "cpu", 1)
     seed.step((x, y, t))
     assert not torch.allclose(seed.params()["w3"], true_step["w3"], atol=1e-7)
@@ -120,10 +123,10 @@ def reference_training(p, batches, loss, lr):
 
 def module_reference(s, state, batches, lr):
     """A user's module trained in float64 with autograd and plain SGD, from `state`."""
-    net = model.module(s, state, "cpu").double()
+    net = nets.module(s, state, "cpu").double()
     for x, y, _t in batches:
         net.zero_grad()
-        model.loss_fn(net(x.double()), y, s.loss).backward()
+        nets.loss_fn(net(x.double()), y, s.loss).backward()
         with torch.no_grad():
             for v in net.parameters():
                 v -= lr * v.grad
@@ -139,17 +142,17 @@ def test_every_mode_tracks_the_float64_reference(device, network, name, arch, lo
         why = kernel.cannot_run(arch[1:])
         if why:
             pytest.skip(why)
-        monkeypatch.setattr(CLASSES[name], "ARCH", arch[1:])
+        monkeypatch.setattr(implementation(name), "ARCH", arch[1:])
     lr = LR.get(network, 0.5)
     s = spec_of(network, loss=loss, lr=lr)
-    state = model.initial_state(s, 7)
+    state = nets.initial_state(s, 7)
     x, y, t = batch(n=48, seed=1)
-    home = "cpu" if CLASSES[name].host_data else device  # as train.py places the data
+    home = "cpu" if implementation(name).host_data else device  # as train.py places the data
     data = {"x": x.to(home), "y": y.to(home), "t": t.to(home)}
     perm = torch.randperm(48, generator=torch.Generator().manual_seed(2)).to(home)
 
     def trained(arithmetic):
-        mode = CLASSES[name](s, state, device, 8)
+        mode = implementation(name)(s, state, device, 8)
         batches = list(mode.epoch(data, perm))
         with arithmetic:
             mode.setup(batches[0])  # must not train
@@ -188,10 +191,10 @@ def test_persistent_on_its_graph_path_trains_items_made_before_setup(loss):
     times the replayed graph faster (seen on an H200 with mse_softmax), the items made before it
     still hold many batches: each is trained one batch per replay, in order."""
     s = spec_of(loss=loss, lr=0.5)
-    p = model.init_params(s.network, "default", 7)
+    p = nets.init_params(s.network, "default", 7)
     x, y, t = (v.cuda() for v in batch(n=48, seed=1))
     perm = torch.randperm(48, generator=torch.Generator().manual_seed(2)).cuda()
-    mode = CLASSES["persistent"](s, p, "cuda", 8)
+    mode = implementation("persistent")(s, p, "cuda", 8)
     items = list(mode.epoch({"x": x, "y": y, "t": t}, perm))
     mode.setup(items[0])
     mode.looped, mode.steps_per_call = False, 1  # the graph path, whatever setup measured
@@ -201,7 +204,7 @@ def test_persistent_on_its_graph_path_trains_items_made_before_setup(loss):
         (x.cpu()[perm[i : i + 8]], y.cpu()[perm[i : i + 8]], t.cpu()[perm[i : i + 8]]) for i in range(0, 48, 8)
     ]
     ref = reference_training(p, ref_batches, loss, 0.5)
-    for k in model.names(s.network):
+    for k in nets.names(s.network):
         torch.testing.assert_close(torch.as_tensor(mode.params()[k]).cpu().double(), ref[k], **TOL, msg=k)
 
 
@@ -212,15 +215,15 @@ def test_compiled_at_batch_1_fuses_steps_and_still_trains_sample_by_sample(loss,
     """At batch size 1 on the cpu one compiled call does several steps; the epoch's last item
     holds the steps left over. Every step is still one sample's update, in order."""
     s = spec_of(network, loss=loss, lr=0.5)
-    p = model.init_params(s.network, "default", 5)
+    p = nets.init_params(s.network, "default", 5)
     x, y, t = batch(n=13, seed=6)  # 13 = one call of 8 steps + 5 left over
-    mode = CLASSES["compiled"](s, p, "cpu", 1)
+    mode = implementation("compiled")(s, p, "cpu", 1)
     items = list(mode.epoch({"x": x, "y": y, "t": t}, torch.arange(13)))
     assert mode.steps_per_call > 1 and [len(b[0]) for b in items] == [8, 5]
     mode.setup(items[0])  # must not train
     assert [mode.step(b) for b in items] == [8, 5]
     ref = reference_training(p, [(x[i : i + 1], y[i : i + 1], t[i : i + 1]) for i in range(13)], loss, 0.5)
-    for k in model.names(s.network):
+    for k in nets.names(s.network):
         torch.testing.assert_close(mode.params()[k].double(), ref[k], **TOL, msg=k)
 
 
@@ -234,19 +237,19 @@ def test_kernel_step_is_one_step_of_the_float64_gradient(n, network, loss, arch,
     (600 rows, 3 threads): one step must still be the whole batch's true gradient, every row
     counted once."""
     s = spec_of(network, loss=loss, lr=100.0)  # a step far above float32 round-off
-    p = model.init_params(s.network, "default", 8)
+    p = nets.init_params(s.network, "default", 8)
     x, y, t = batch(n=n, seed=3)
     ref = autograd64(p, x, y, loss)
-    monkeypatch.setattr(CLASSES["kernel"], "ARCH", arch)
+    monkeypatch.setattr(implementation("kernel"), "ARCH", arch)
     threads = torch.get_num_threads()
     torch.set_num_threads(3)
     try:
-        mode = CLASSES["kernel"](s, p, "cpu", n)
+        mode = implementation("kernel")(s, p, "cpu", n)
         mode.setup((x, y, t))
         mode.step((x, y, t))
     finally:
         torch.set_num_threads(threads)
-    for k in model.names(s.network):
+    for k in nets.names(s.network):
         got = (p[k].double() - mode.params()[k].double()) / 100.0
         torch.testing.assert_close(got, ref[k], rtol=1e-3, atol=1e-4 * float(ref[k].abs().max()), msg=k)
 
@@ -276,15 +279,15 @@ def test_sparse_step_is_one_step_of_the_float64_gradient(arch, n, network, loss,
     is held as A + u and the forward product uses A's running row sum) is the whole batch's true
     gradient, with the layer-1 update split among threads by columns (600 rows, 3 threads)."""
     s = spec_of(network, loss=loss, lr=100.0)
-    p = model.init_params(s.network, "default", 8)
+    p = nets.init_params(s.network, "default", 8)
     x, y, t = mnist_like(n, seed=3, normalised=normalised)
     ref = autograd64(p, x, y, loss)
     threads = torch.get_num_threads()
     torch.set_num_threads(3)
-    monkeypatch.setattr(CLASSES["sparse"], "PATHS", ("sparse",))  # not the dense path, whatever is faster
-    monkeypatch.setattr(CLASSES["sparse"], "ARCH", arch)
+    monkeypatch.setattr(implementation("sparse"), "PATHS", ("sparse",))  # not the dense path, whatever is faster
+    monkeypatch.setattr(implementation("sparse"), "ARCH", arch)
     try:
-        mode = CLASSES["sparse"](s, p, "cpu", n)
+        mode = implementation("sparse")(s, p, "cpu", n)
         (item,) = mode.epoch({"x": x, "y": y, "t": t}, torch.arange(n))  # one step: its rows' lists with them
         mode.setup(item)
         mode.step(item)
@@ -294,7 +297,7 @@ def test_sparse_step_is_one_step_of_the_float64_gradient(arch, n, network, loss,
     assert mode.background == pytest.approx(-0.1307 / 0.3081 if normalised else 0.0)
     share = nonzero_share(x)  # what a sparse run records of its training inputs
     assert share == pytest.approx(float((x != mode.background).float().mean())) and 0.1 < share < 0.5
-    for k in model.names(s.network):
+    for k in nets.names(s.network):
         got = (p[k].double() - mode.params()[k].double()) / 100.0
         torch.testing.assert_close(got, ref[k], rtol=1e-3, atol=1e-4 * float(ref[k].abs().max()), msg=k)
 
@@ -310,14 +313,14 @@ def test_sparse_trains_as_kernel_and_float64_over_a_short_run(arch, batch_size, 
     most 16 wide take the kernel's narrow path (mlp-1, the seed's, four odd layers), the others
     the general one."""
     s = spec_of(network, loss="cross_entropy", lr=0.5)
-    state = model.initial_state(s, 4)
+    state = nets.initial_state(s, 4)
     x, y, t = mnist_like(96, seed=5, normalised=normalised)
     data, perm = {"x": x, "y": y, "t": t}, torch.randperm(96, generator=torch.Generator().manual_seed(1))
     got = {}
-    monkeypatch.setattr(CLASSES["sparse"], "PATHS", ("sparse",))
+    monkeypatch.setattr(implementation("sparse"), "PATHS", ("sparse",))
     for name in ("sparse", "kernel"):
-        monkeypatch.setattr(CLASSES[name], "ARCH", arch)
-        mode = CLASSES[name](s, state, "cpu", batch_size)
+        monkeypatch.setattr(implementation(name), "ARCH", arch)
+        mode = implementation(name)(s, state, "cpu", batch_size)
         items = list(mode.epoch(data, perm))
         mode.setup(items[0])
         assert sum(mode.step(b) for b in items) == 96 // batch_size
@@ -341,7 +344,7 @@ def test_sparse_builds_its_lists_once_and_counts_them_in_its_one_off_cost(monkey
     s = spec_of()
     x, y, t = mnist_like(40, seed=2, normalised=False)
     data = {"x": x, "y": y, "t": t}
-    mode = CLASSES["sparse"](s, model.initial_state(s, 1), "cpu", 4)
+    mode = implementation("sparse")(s, nets.initial_state(s, 1), "cpu", 4)
     perm = torch.randperm(40, generator=torch.Generator().manual_seed(3))
     items = list(mode.epoch(data, perm))
     built = mode.prepared_s
@@ -365,7 +368,7 @@ def test_sparse_running_row_sum_does_not_drift_over_an_epoch():
     over a whole epoch of 60000 real-size synthetic samples, normalised, at batch 1: run in ONE
     call (no resync, the worst case) S drifts 2.3e-5 of its scale from A's true sum; over one call
     of 1024 steps, 1.2e-6 (float32 round-off). The bounds hold both with room."""
-    from mnistbench import synthetic
+    from mnistbench.data import synthetic
 
     files = synthetic.make(n_train=60000, n_test=1, seed=2)
     x = torch.from_numpy(files["train-images-idx3-ubyte.gz"].reshape(60000, 784)).float() / 255.0
@@ -373,7 +376,7 @@ def test_sparse_running_row_sum_does_not_drift_over_an_epoch():
     y = torch.from_numpy(files["train-labels-idx1-ubyte.gz"]).long()
     t = torch.nn.functional.one_hot(y, 10).float()
     s = spec_of(loss="cross_entropy", lr=0.05)
-    p = model.init_params(s.network, "default", 1)
+    p = nets.init_params(s.network, "default", 1)
     lib = kernel.load()
     background = float(torch.mode(x[:256].reshape(-1)).values)
     assert background != 0.0
@@ -386,7 +389,7 @@ def test_sparse_running_row_sum_does_not_drift_over_an_epoch():
     lists = kernel.Lists.of(x, background, 16)
     net.steps(lists, t, 60000, 1, 0.05, False)
     epoch = drift()
-    steps = CLASSES["kernel"].ROWS_PER_CALL
+    steps = implementation("kernel").ROWS_PER_CALL
     net.steps(lists, t, steps, 1, 0.05, False)  # one call of the mode: S recomputed at its start
     call = drift()
     print(f"drift of S: {epoch:.3g} after an epoch in one call, {call:.3g} after a call of {steps} steps")
@@ -394,12 +397,12 @@ def test_sparse_running_row_sum_does_not_drift_over_an_epoch():
 
 
 def test_kernel_without_a_c_compiler_is_unsupported_not_a_crash(monkeypatch):
-    from mnistbench.modes import Unsupported
+    from mnistbench.train.modes import Unsupported
 
     monkeypatch.setenv("CC", "no-such-cc")
     x, y, t = batch(n=4)
     s = spec_of()
-    mode = CLASSES["kernel"](s, model.init_params(s.network, "default", 0), "cpu", 4)
+    mode = implementation("kernel")(s, nets.init_params(s.network, "default", 0), "cpu", 4)
     with pytest.raises(Unsupported, match="no C compiler: no-such-cc"):
         mode.setup((x, y, t))
 
@@ -417,13 +420,13 @@ def beginner_run(p, xs, ys, lr):
 
 def test_seed_mode_reproduces_the_verbatim_beginner_code():
     s = spec_of(loss="mse_softmax", lr=0.001)
-    p = model.init_params(s.network, "seed", 11)
+    p = nets.init_params(s.network, "seed", 11)
     x, y, t = batch(n=6, seed=4)
     ref, losses = beginner_run(p, x, y, lr=0.001)
     mode = Seed(s, p, "cpu", 1)
     for i in range(6):
         mode.step((x[i : i + 1], y[i : i + 1], t[i : i + 1]))
-    for k in model.names(s.network):
+    for k in nets.names(s.network):
         torch.testing.assert_close(mode.params()[k], ref[k], rtol=1e-5, atol=1e-6, msg=k)
     assert mode.last_loss == pytest.approx(losses[-1], rel=1e-4, abs=1e-6)
 
@@ -438,51 +441,51 @@ def test_seed_preset_is_the_original_experiment():
     m = cfg["model"]
     assert (m["loss"], m["init"], m["lr"]) == ("mse_softmax", "seed", 0.001)
     # Weights and biases from N(0, 2): std 2.
-    s = spec.build(cfg, cfg["models"][0])
-    p = model.initial_state(s, runner.seed_of(cfg, 0))
+    s = networks.build(cfg, cfg["models"][0])
+    p = nets.initial_state(s, runner.seed_of(cfg, 0))
     allv = torch.cat([v.flatten() for v in p.values()])
     assert allv.mean().abs() < 0.1 and allv.std() == pytest.approx(2.0, rel=0.05)
     # The preset's run performs the verbatim code's update, sample by sample.
     x, y, t = batch(n=5, seed=9)
     ref, _ = beginner_run(p, x, y, lr=m["lr"])
-    mode = CLASSES[cfg["modes"][0]](s, p, "cpu", cfg["batch_sizes"][0])
+    mode = implementation(cfg["modes"][0])(s, p, "cpu", cfg["batch_sizes"][0])
     for b in mode.epoch({"x": x, "y": y, "t": t}, torch.arange(5)):
         mode.step(b)
-    for k in model.names(s.network):
+    for k in nets.names(s.network):
         torch.testing.assert_close(mode.params()[k], ref[k], rtol=1e-5, atol=1e-6, msg=k)
 
 
 def test_flop_per_sample_of_the_family_is_what_torch_counts():
-    """A network of the family counts its arithmetic by formula (spec.Network.flop_per_sample), a
-    user's module by torch's FLOP counter (model.flop_per_sample): on the family the two agree,
+    """A network of the family counts its arithmetic by formula (networks.Network.flop_per_sample), a
+    user's module by torch's FLOP counter (nets.flop_per_sample): on the family the two agree,
     for the seed's network and the odd shapes, so the arithmetic limit means one thing for both."""
     from torch.utils.flop_counter import FlopCounterMode
 
     for network in [SEED, *ODD]:
         s = spec_of(network)
-        p = {k: v.requires_grad_(True) for k, v in model.init_params(s.network, "default", 8).items()}
+        p = {k: v.requires_grad_(True) for k, v in nets.init_params(s.network, "default", 8).items()}
         x, y, _ = batch(1, seed=5)
         with FlopCounterMode(display=False) as counter:
-            model.loss_fn(model.forward(p, x), y, "cross_entropy").backward()
+            nets.loss_fn(nets.forward(p, x), y, "cross_entropy").backward()
         assert s.network.flop_per_sample() == counter.get_total_flops(), network
     assert spec_of(SEED).network.flop_per_sample() == 52_672
     cnn = spec_of(USER)
-    assert model.flop_per_sample(cnn) > 100 * spec_of("mlp-1").network.flop_per_sample()
+    assert nets.flop_per_sample(cnn) > 100 * spec_of("mlp-1").network.flop_per_sample()
 
 
 def test_initial_weights_and_order_depend_on_repeat_not_mode(tmp_path):
-    from mnistbench import data, synthetic
+    from mnistbench.data import preload, synthetic
 
     md5 = synthetic.write(tmp_path / "m", n_train=96, n_test=32)
-    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     # retime=0 here and below: these check the training, not its timing, so a busy machine must
     # not make them wait for it to settle.
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2, retime=0)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2, retime=0)
     quiet = dict(log=lambda m: None)
     for network in (SEED, "mlp-7-30"):
         rows = {
-            (mode, r): train.train(cfg, tmp_path / "t.pt", "cpu", network, mode, 8, r, **quiet)[0]
+            (mode, r): trainer.train(cfg, tmp_path / "t.pt", "cpu", network, mode, 8, r, **quiet)[0]
             for mode in ["numpy", "module", "seed"]
             for r in (0, 1)
         }
@@ -493,29 +496,30 @@ def test_initial_weights_and_order_depend_on_repeat_not_mode(tmp_path):
 
 
 def test_nan_loss_is_a_recorded_row_not_a_crash(tmp_path):
-    from mnistbench import data, synthetic
+    from mnistbench.data import preload, synthetic
 
     md5 = synthetic.write(tmp_path / "m", n_train=64, n_test=16)
-    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=64, test_samples=16, warmup_steps=1, epochs=1, retime=0)
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=64, test_samples=16, warmup_steps=1, epochs=1, retime=0)
     cfg["model"] = dict(cfg["model"], lr=1e38, init="seed")
-    row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", SEED, "manual", 8, 0, log=lambda m: None)
+    row, _ = trainer.train(cfg, tmp_path / "t.pt", "cpu", SEED, "manual", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lr" in row["message"]
 
 
 @pytest.mark.slow  # torch.compile
 def test_a_run_of_compiled_at_batch_1_times_every_step(tmp_path):
     """Through the train job's own code: one step time per training step, leftover included."""
-    from mnistbench import data, records, synthetic
+    from mnistbench.data import preload, synthetic
+    from mnistbench.train import records
 
     md5 = synthetic.write(tmp_path / "m", n_train=64, n_test=16)
-    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     cfg = dict(
-        train.DEFAULTS, min_timed_s=0, train_samples=20, test_samples=16, warmup_steps=2, epochs=2, retime=0
+        trainer.DEFAULTS, min_timed_s=0, train_samples=20, test_samples=16, warmup_steps=2, epochs=2, retime=0
     )  # 8 + 8 + 4 per epoch
-    row, record = train.train(cfg, tmp_path / "t.pt", "cpu", SEED, "compiled", 1, 0, log=lambda m: None)
+    row, record = trainer.train(cfg, tmp_path / "t.pt", "cpu", SEED, "compiled", 1, 0, log=lambda m: None)
     assert row["status"] == "ok" and record["steps_per_call"] == 8
     assert len(records.step_times(record)) == row["steps"] == 40 and row["timed_steps"] == 38
     # The record keeps each call's time once (calls of 8, 8 and 4 steps per epoch), not once per step.

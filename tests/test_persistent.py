@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if __name__ == "__main__":  # the interpreter subprocess: not started by pytest
     sys.path.insert(0, str(REPO / "workflow/scripts"))
 
-from mnistbench import model, modes, persistent  # noqa: E402
+from mnistbench.train import modes, nets, persistent  # noqa: E402
 from test_environment import pins  # noqa: E402
 
 OK, WHY = persistent.available()
@@ -73,7 +73,7 @@ def inputs(c):
     n = c["batch"] * c["steps"]
     x = torch.rand(n, 784, generator=g)
     y = torch.randint(0, 10, (n,), generator=g)
-    return model.init_params(persistent.NETWORK, c["init"], c["seed"]), x, y, F.one_hot(y, 10).float()
+    return nets.init_params(persistent.NETWORK, c["init"], c["seed"]), x, y, F.one_hot(y, 10).float()
 
 
 def run(c, device):
@@ -103,7 +103,7 @@ def reference(c):
     p, b = {k: v.double() for k, v in p0.items()}, c["batch"]
     for s in range(c["steps"]):
         q = {k: v.clone().requires_grad_(True) for k, v in p.items()}
-        model.loss_fn(model.forward(q, x[s * b : (s + 1) * b].double()), y[s * b : (s + 1) * b], c["loss"]).backward()
+        nets.loss_fn(nets.forward(q, x[s * b : (s + 1) * b].double()), y[s * b : (s + 1) * b], c["loss"]).backward()
         p = {k: (q[k] - c["lr"] * q[k].grad).detach() for k in p}
     return p0, p
 

@@ -8,8 +8,12 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, job_stats, snakemake, tiny_config, with_data
-from mnistbench import data, devices, spec, train, words
-from mnistbench.catalog import MODES, exists
+from mnistbench.config import devices, networks
+from mnistbench.config.catalog import MODES
+from mnistbench.data import download
+from mnistbench.report import words
+from mnistbench.train import trainer
+from mnistbench.train.needs import exists
 
 RUN_COLUMNS = (
     "host device device_name model mode batch_size repeat status message epochs train_samples steps "
@@ -17,7 +21,7 @@ RUN_COLUMNS = (
     "test_accuracy threads torch_version time_to_target_s setup_s step_time_all_steps_s dropped_samples"
 ).split()
 ALL_MODES = list(MODES)
-SEED = spec.build(train.DEFAULTS, "mlp-16-16")  # the default network: the only one of this grid
+SEED = networks.build(trainer.DEFAULTS, "mlp-16-16")  # the default network: the only one of this grid
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +108,7 @@ def test_summary_medians_iqrs_and_agreement_of_the_repeats(run):
     ok = runs[runs.status == "ok"]
     keys = ["host", "device", "model", "mode", "batch_size"]
     assert len(summary) == len(runs.groupby(keys))
-    spread_limit = train.DEFAULTS["quality"]["repeat_spread"]  # the config leaves it at its default
+    spread_limit = trainer.DEFAULTS["quality"]["repeat_spread"]  # the config leaves it at its default
     agree = {True: 0, False: 0}
     for _, row in summary.iterrows():
         match = ok[(ok["mode"] == row["mode"]) & (ok.batch_size == row.batch_size) & (ok.device == row.device)]
@@ -168,7 +172,7 @@ def test_planning_a_run_imports_no_torch(tmp_path):
     without torch or matplotlib, whose imports would cost seconds in every invocation; `devices:
     auto` asks torch only where a GPU driver could be. Python's own import log of a dry run shows
     every module."""
-    cfg = tiny_config("http://127.0.0.1:9/", {f: "0" * 32 for f in data.FILES})  # planned, never fetched
+    cfg = tiny_config("http://127.0.0.1:9/", {f: "0" * 32 for f in download.FILES})  # planned, never fetched
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [sys.executable, "-X", "importtime", "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
     cmd += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "1", "-n"]
@@ -176,7 +180,9 @@ def test_planning_a_run_imports_no_torch(tmp_path):
     log = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
     assert proc.returncode == 0, proc.stdout[-3000:] + "\n".join(x for x in proc.stderr.splitlines() if x not in log)
     imported = [line.rsplit("|", 1)[1].strip() for line in log]
-    assert "mnistbench.catalog" in imported and "snakemake.workflow" in imported, "no import log: nothing checked"
+    assert "mnistbench.config.catalog" in imported and "snakemake.workflow" in imported, (
+        "no import log: nothing checked"
+    )
     for heavy in ("torch", "matplotlib", "seaborn"):
         assert not [m for m in imported if m.split(".")[0] == heavy], f"the plan imported {heavy}"
     assert job_stats(proc)["train"] == len(cfg["modes"]) * len(cfg["batch_sizes"])

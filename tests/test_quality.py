@@ -12,9 +12,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 from conftest import snakemake, tiny_config
-from mnistbench import analysis, data, figures, quality, synthetic, train, words
+from mnistbench.data import download, preload, synthetic
+from mnistbench.measure import quality
+from mnistbench.report import analysis, figures, words
+from mnistbench.train import trainer
 
-Q = dict(train.DEFAULTS["quality"], settle_s=0)
+Q = dict(trainer.DEFAULTS["quality"], settle_s=0)
 
 
 def epoch(wall, steps, busy, own):
@@ -64,8 +67,8 @@ def test_short_epochs_are_judged_together_not_one_by_one():
 def tensors(tmp_path_factory):
     d = tmp_path_factory.mktemp("hog")
     md5 = synthetic.write(d / "m", n_train=4096, n_test=64)
-    data.download(d / "d", [f"file://{d}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(d / "d"), d / "t.pt")
+    download.download(d / "d", [f"file://{d}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(d / "d"), d / "t.pt")
     return d / "t.pt"
 
 
@@ -78,11 +81,11 @@ def hog(seconds: float) -> list:
 @pytest.mark.slow
 def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
     # Each run times ~0.5-1 s of batch-1 steps in two epochs, long enough to measure the machine.
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=4096, test_samples=64, warmup_steps=5, epochs=2, retime=1)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=4096, test_samples=64, warmup_steps=5, epochs=2, retime=1)
     cfg["quality"] = dict(Q)
 
     def run(mode):
-        return train.train(cfg, tensors, "cpu", "mlp-16-16", mode, 1, 0, log=lambda m: None)[0]
+        return trainer.train(cfg, tensors, "cpu", "mlp-16-16", mode, 1, 0, log=lambda m: None)[0]
 
     run("manual")  # the grid starts on whatever machine the test has
     procs = hog(120)
@@ -101,9 +104,9 @@ def test_runs_that_a_neighbour_disturbed_are_retimed_or_flagged(tensors):
 
 @pytest.mark.slow
 def test_a_run_with_few_timed_steps_says_so(tensors):
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=512, test_samples=64, warmup_steps=2, epochs=1, retime=2)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=512, test_samples=64, warmup_steps=2, epochs=1, retime=2)
     cfg["quality"] = dict(Q)
-    row, record = train.train(cfg, tensors, "cpu", "mlp-16-16", "manual", 128, 0, log=lambda m: None)
+    row, record = trainer.train(cfg, tensors, "cpu", "mlp-16-16", "manual", 128, 0, log=lambda m: None)
     assert row["quality"] == "few_steps" and row["attempts"] == 1 and "raise train_samples" in row["quality_note"]
     assert len(record["attempts"]) == 1 and "evidence" in record["attempts"][0]
 
@@ -112,9 +115,9 @@ def test_a_run_with_few_timed_steps_says_so(tensors):
 def test_a_retime_that_fails_keeps_the_earlier_timing(tensors, monkeypatch):
     """Out of memory (or another runtime error) in a retime must not throw away the timing before it."""
     import torch
-    from mnistbench import runner
+    from mnistbench.train import runner
 
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=512, test_samples=64, warmup_steps=2, epochs=2, retime=2)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=512, test_samples=64, warmup_steps=2, epochs=2, retime=2)
     cfg["quality"] = dict(Q, max_spread=0.5)  # q3/q1 >= 1 always: every timing is noisy, so a retime follows
     build, calls = runner.build, []
 
@@ -125,7 +128,7 @@ def test_a_retime_that_fails_keeps_the_earlier_timing(tensors, monkeypatch):
         return build(*args, **kw)
 
     monkeypatch.setattr(runner, "build", second_fails)
-    row, record = train.train(cfg, tensors, "cpu", "mlp-16-16", "manual", 16, 0, log=lambda m: None)
+    row, record = trainer.train(cfg, tensors, "cpu", "mlp-16-16", "manual", 16, 0, log=lambda m: None)
     assert row["status"] == "ok" and row["attempts"] == 2 and row["samples_per_s"] > 0, row
     assert [a["status"] for a in record["attempts"]] == ["ok", "oom"]
     assert row["quality"] == "noisy" and "attempt 2: oom" in row["quality_note"], row["quality_note"]
@@ -140,12 +143,12 @@ def test_the_pipeline_warns_about_few_steps_before_it_starts(mirror, tmp_path):
 
 @pytest.mark.slow
 def test_each_repeat_index_trains_in_its_own_process(tensors, tmp_path, monkeypatch):
-    from mnistbench import worker
+    from mnistbench.train import worker
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
     shutil.copy(tensors, tmp_path / "t.pt")  # a worker reads only files of the working directory
-    cfg = dict(train.DEFAULTS, min_timed_s=0, retime=0, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, retime=0, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
     req = dict(
         cfg=cfg,
         data_path=str(tmp_path / "t.pt"),

@@ -7,7 +7,9 @@ import json
 import pandas as pd
 import pytest
 from conftest import copy_repo, snakemake, tiny_config
-from mnistbench import analysis, figures, records, reference, words
+from mnistbench.collect import reference
+from mnistbench.report import analysis, figures, words
+from mnistbench.train import records
 from snakemake.iocontainers import Namedlist
 from test_machines import EPYC, H100, rows
 

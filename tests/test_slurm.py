@@ -36,7 +36,9 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, QuietHandler, snakemake, tiny_config
-from mnistbench import analysis, machines, synthetic, words
+from mnistbench.data import synthetic
+from mnistbench.measure import machines
+from mnistbench.report import analysis, words
 
 HARNESS = REPO / "tests" / "slurm" / "harness.sh"
 CPU_NODES = ["cpu1", "cpu2", "cpu3", "cpu4", "cpu5"]

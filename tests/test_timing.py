@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from mnistbench import timing
+from mnistbench.measure import timing
 
 
 @pytest.mark.parametrize("chunk", [1, 4])

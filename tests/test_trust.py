@@ -13,7 +13,10 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import copy_repo, edited, jobs, snakemake, tiny_config
-from mnistbench import BenchError, aggregate, data, records, synthetic, train
+from mnistbench import BenchError
+from mnistbench.collect import aggregate
+from mnistbench.data import download, preload, synthetic
+from mnistbench.train import records, trainer
 
 pytestmark = pytest.mark.slow
 
@@ -238,14 +241,14 @@ def test_a_bad_merge_file_stops_the_run_with_one_line(mirror, tmp_path, what):
 
 def test_a_blown_up_run_is_diverged_and_left_out(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=128, n_test=32)
-    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=128, test_samples=32, warmup_steps=1, epochs=1, retime=0)
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=128, test_samples=32, warmup_steps=1, epochs=1, retime=0)
     cfg["model"] = dict(cfg["model"], lr=1e6)
-    row, _ = train.train(cfg, tmp_path / "t.pt", "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)
+    row, _ = trainer.train(cfg, tmp_path / "t.pt", "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lower model.lr" in row["message"], row["message"]
     assert row["final_loss"] > 10 * row["initial_loss"]
-    from mnistbench import analysis
+    from mnistbench.report import analysis
 
     runs = pd.DataFrame([row])
     assert analysis.medians(runs).empty and len(analysis.excluded(runs)) == 1
@@ -256,13 +259,13 @@ def test_a_run_too_short_to_learn_is_not_a_failure_but_one_whose_loss_rose_is():
     plain SGD's rates, measured on real MNIST: 2.32 to 2.76 in an epoch at batch 16); one that
     stayed where it was (2.32 to 2.34: one step of batch 4096, or a rate that low) trained too
     little to learn, and its timing stands."""
-    assert train.went_wrong(2.322, 2.335, 0.126, 0.126) is None
-    assert train.went_wrong(2.322, 1.9, 0.3, 0.126) is None
-    rose = train.went_wrong(2.322, 2.755, 0.126, 0.126)
+    assert trainer.went_wrong(2.322, 2.335, 0.126, 0.126) is None
+    assert trainer.went_wrong(2.322, 1.9, 0.3, 0.126) is None
+    rose = trainer.went_wrong(2.322, 2.755, 0.126, 0.126)
     assert rose == "test accuracy 0.126 is chance and the loss rose from 2.32 to 2.75; lower model.lr"
-    assert train.went_wrong(2.322, 2.755, 0.2, 0.126) is None  # it learned something all the same
-    assert "rose from 2.32 to 30" in train.went_wrong(2.322, 30.0, 0.126, 0.126)
-    assert train.went_wrong(2.322, float("nan"), 0.1, 0.126) == "training loss is nan; lower model.lr"
+    assert trainer.went_wrong(2.322, 2.755, 0.2, 0.126) is None  # it learned something all the same
+    assert "rose from 2.32 to 30" in trainer.went_wrong(2.322, 30.0, 0.126, 0.126)
+    assert trainer.went_wrong(2.322, float("nan"), 0.1, 0.126) == "training loss is nan; lower model.lr"
 
 
 # --- 6: ordinary ways to write a boolean or a number -----------------------------------------------
@@ -305,7 +308,7 @@ def test_a_truncated_archive_is_refused_and_the_next_mirror_tried(tmp_path):
     md5 = synthetic.write(good, n_train=50, n_test=20)
     broken = tmp_path / "broken"
     broken.mkdir()
-    for name in data.FILES:
+    for name in download.FILES:
         (broken / name).write_bytes((good / name).read_bytes())
     name = "train-images-idx3-ubyte.gz"
     blob = (good / name).read_bytes()
@@ -315,7 +318,7 @@ def test_a_truncated_archive_is_refused_and_the_next_mirror_tried(tmp_path):
     md5[name] = hashlib.md5((broken / name).read_bytes()).hexdigest()  # the mirror's md5 matches its broken file
     mirrors = [f"file://{broken}/", f"file://{good}/"]
     with pytest.raises(BenchError) as e:
-        data.download(tmp_path / "d", mirrors, md5, log=lambda m: None)
+        download.download(tmp_path / "d", mirrors, md5, log=lambda m: None)
     line = str(e.value)
     assert "\n" not in line and name in line and "corrupt archive" in line and f"file://{broken}/" in line
     assert f"file://{good}/{name} (md5" in line  # the next mirror was tried (its file is the real one)
@@ -333,7 +336,7 @@ def test_a_wrong_idx_size_is_refused(tmp_path):
 
     md5[name] = hashlib.md5((good / name).read_bytes()).hexdigest()
     with pytest.raises(BenchError, match="header announces"):
-        data.download(tmp_path / "d", [f"file://{good}/"], md5, log=lambda m: None)
+        download.download(tmp_path / "d", [f"file://{good}/"], md5, log=lambda m: None)
 
 
 # --- 8: sizes beyond MNIST's are refused before any job -------------------------------------------

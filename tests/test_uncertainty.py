@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, make_tensors
-from mnistbench import analysis, figures, records, train, uncertainty, words
+from mnistbench.collect import uncertainty
+from mnistbench.measure import slowed
+from mnistbench.report import analysis, figures, words
+from mnistbench.train import records, trainer
 
 GRID = [1, 16, 256, 4096]
 
@@ -23,7 +26,7 @@ def process_runs(n, rng, sigma=0.1, centre=1.0, steps=400, within=0.05):
         speed = centre * math.exp(rng.normal(0, sigma))
         steps_s = speed * np.exp(rng.normal(0, within, steps))
         medians.append(float(np.median(steps_s)))
-        cells.append(uncertainty.blocks_cell(uncertainty.split(steps_s)))
+        cells.append(slowed.blocks_cell(slowed.split(steps_s)))
     return medians, cells
 
 
@@ -139,9 +142,9 @@ def test_steps_within_one_process_give_a_narrow_interval_around_the_estimate():
 
 def slowed_run(rng, slowed_blocks, level=1e-3, factor=1.6, steps=1600):
     """One process's timed steps at `level` (3 % scatter), with the blocks `slowed_blocks` (of
-    uncertainty.BLOCKS) slowed `factor` times, as a busy neighbour of a VM does for seconds."""
+    slowed.BLOCKS) slowed `factor` times, as a busy neighbour of a VM does for seconds."""
     x = level * np.exp(rng.normal(0, 0.03, steps))
-    per = steps // uncertainty.BLOCKS
+    per = steps // slowed.BLOCKS
     for b in slowed_blocks:
         x[b * per : (b + 1) * per] *= factor
     return x
@@ -155,7 +158,7 @@ def test_steps_the_machine_slowed_are_left_out_and_counted():
     runs = [slowed_run(rng, range(0, k)) for k in (0, 4, 8, 12)]
     runs[2] = slowed_run(rng, [1, 2, 5, 6, 9, 10, 13, 14])  # slowed stretches anywhere in the run
     assert max(np.median(r) for r in runs) / min(np.median(r) for r in runs) > 1.5
-    kept = [uncertainty.kept_steps(r) for r in runs]
+    kept = [slowed.kept_steps(r) for r in runs]
     assert [share for _, share in kept] == pytest.approx([0, 0.25, 0.5, 0.75])
     medians = [np.median(k) for k, _ in kept]
     assert max(medians) / min(medians) < 1.03
@@ -164,17 +167,17 @@ def test_steps_the_machine_slowed_are_left_out_and_counted():
     # are too short for their medians to tell a slowed stretch from the steps' scatter, and one
     # with a single block fast by chance.
     steady = slowed_run(rng, [])
-    assert uncertainty.kept_steps(steady) == (pytest.approx(list(steady)), 0.0)
-    assert uncertainty.kept_steps([1e-3]) == ([1e-3], 0.0)
-    short = slowed_run(rng, range(8), steps=16 * (uncertainty.SLOWED_STEPS - 1))
-    assert uncertainty.kept_steps(short)[1] == 0.0
+    assert slowed.kept_steps(steady) == (pytest.approx(list(steady)), 0.0)
+    assert slowed.kept_steps([1e-3]) == ([1e-3], 0.0)
+    short = slowed_run(rng, range(8), steps=16 * (slowed.SLOWED_STEPS - 1))
+    assert slowed.kept_steps(short)[1] == 0.0
     lucky = slowed_run(rng, [])
     lucky[:100] *= 0.85
-    assert uncertainty.kept_steps(lucky)[1] == 0.0
+    assert slowed.kept_steps(lucky)[1] == 0.0
     # The run's blocks cell holds the blocks the median was taken over, so the bootstrap never
     # reaches the slowed level.
-    kept, _ = uncertainty.kept_blocks(runs[3])
-    cell = uncertainty.parse_blocks(uncertainty.blocks_cell(kept))
+    kept, _ = slowed.kept_blocks(runs[3])
+    cell = slowed.parse_blocks(slowed.blocks_cell(kept))
     assert len(cell) == 4
     reps = uncertainty.run_replicates(medians[3], cell, np.random.default_rng(0))
     assert reps.max() < 1.1 * medians[3] and reps.min() > 0.9 * medians[3]
@@ -296,15 +299,15 @@ def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(ten
     """A run shorter than min_timed_s is timed for more epochs of the same data, up to a cap that
     it names; its learning figures stay those of the configured epochs (the same as a run without
     the extra epochs)."""
-    cfg = copy.deepcopy(train.DEFAULTS)
+    cfg = copy.deepcopy(trainer.DEFAULTS)
     cfg.update(train_samples=512, test_samples=100, epochs=2, warmup_steps=2, retime=0)
     cfg["quality"]["max_other_cpu"] = 1e9  # this test is about the epochs, not a busy machine
-    plain, _ = train.train(dict(cfg, min_timed_s=0), tensors, "cpu", "mlp-16-16", "module", 64, 0, log=lambda m: None)
+    plain, _ = trainer.train(dict(cfg, min_timed_s=0), tensors, "cpu", "mlp-16-16", "module", 64, 0, log=lambda m: None)
     assert plain["status"] == "ok" and plain["timed_epochs"] == 2 and plain["steps"] == 16
 
-    monkeypatch.setattr(train, "MAX_EPOCHS", 5)  # a run that cannot reach min_timed_s stops at the cap
+    monkeypatch.setattr(trainer, "MAX_EPOCHS", 5)  # a run that cannot reach min_timed_s stops at the cap
     logs = []
-    capped, record = train.train(
+    capped, record = trainer.train(
         dict(cfg, min_timed_s=1e4), tensors, "cpu", "mlp-16-16", "module", 64, 0, log=logs.append
     )
     assert capped["status"] == "ok" and capped["timed_epochs"] == 5 and capped["steps"] == 40
@@ -313,14 +316,14 @@ def test_a_short_run_times_more_epochs_until_min_timed_s_and_learns_the_same(ten
     assert capped["final_loss"] == pytest.approx(plain["final_loss"])
     assert len(record["epochs"]) == 2  # the learning curve is the configured epochs'
     assert any("more epoch(s) of the same data to reach min_timed_s" in line for line in logs)
-    assert len(capped["step_time_blocks_s"].split()) == uncertainty.BLOCKS
+    assert len(capped["step_time_blocks_s"].split()) == slowed.BLOCKS
     # The row's step time is the median of the timed steps the machine left alone, from the record.
-    kept, share = uncertainty.kept_steps(records.step_times(record)[cfg["warmup_steps"] :])
+    kept, share = slowed.kept_steps(records.step_times(record)[cfg["warmup_steps"] :])
     assert capped["slowed_share"] == share and 0 <= share < 1
     assert capped["step_time_median_s"] == pytest.approx(np.median(kept))
 
-    monkeypatch.setattr(train, "MAX_EPOCHS", 1000)
-    reached, record = train.train(
+    monkeypatch.setattr(trainer, "MAX_EPOCHS", 1000)
+    reached, record = trainer.train(
         dict(cfg, min_timed_s=0.5), tensors, "cpu", "mlp-16-16", "module", 64, 0, log=lambda m: None
     )
     assert reached["total_train_s"] >= 0.5 and "min_timed_s" not in reached["quality_note"]
@@ -336,22 +339,22 @@ def slowed_runs_table(shares, n_runs=3, seed=7):
     for i, k in enumerate(shares):
         for r in range(n_runs):
             x = slowed_run(rng, range(k))
-            kept, share = uncertainty.kept_blocks(x)
+            kept, share = slowed.kept_blocks(x)
             rows.append(
                 dict(
                     machine="vm", host="vm", device="cpu", model="mlp-16-16", mode="module", batch_size=2**i,
                     repeat=r, status="ok", quality="ok", slowed_share=share,
-                    step_time_median_s=float(np.median(uncertainty.steps_of(kept))),
+                    step_time_median_s=float(np.median(slowed.steps_of(kept))),
                     step_time_all_steps_s=float(np.median(x)),
-                    step_time_blocks_s=uncertainty.blocks_cell(kept),
-                    step_time_all_blocks_s=uncertainty.blocks_cell(uncertainty.split(x)),
+                    step_time_blocks_s=slowed.blocks_cell(kept),
+                    step_time_all_blocks_s=slowed.blocks_cell(slowed.split(x)),
                 )
             )  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def test_the_all_steps_median_stands_beside_the_kept_one_and_the_report_names_where_they_differ():
-    from mnistbench import aggregate
+    from mnistbench.collect import aggregate
 
     runs = slowed_runs_table([0, 10])  # batch 1: never slowed; batch 2: 10 of 16 blocks slowed 1.6x
     effect = aggregate.kept_over_all(runs).set_index("batch_size")
@@ -379,19 +382,19 @@ def test_slowed_rule_false_keeps_every_step(tensors, monkeypatch):
     of all its timed steps (as step_time_all_steps_s), nothing is counted slowed; with the rule,
     blocks it calls slowed (here: made so, every other block) are left out of the step time only.
     A run also counts the samples after its epoch's last whole batch."""
-    cfg = copy.deepcopy(train.DEFAULTS)
+    cfg = copy.deepcopy(trainer.DEFAULTS)
     cfg.update(train_samples=500, test_samples=100, epochs=3, warmup_steps=2, retime=0, min_timed_s=0)
     cfg["quality"]["max_other_cpu"] = 1e9
-    monkeypatch.setattr(uncertainty, "SLOWED_STEPS", 1)  # this run's blocks are short
-    monkeypatch.setattr(uncertainty, "undisturbed", lambda b, n=0: np.arange(len(b)) % 2 == 0)
-    ruled, record = train.train(cfg, tensors, "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)
+    monkeypatch.setattr(slowed, "SLOWED_STEPS", 1)  # this run's blocks are short
+    monkeypatch.setattr(slowed, "undisturbed", lambda b, n=0: np.arange(len(b)) % 2 == 0)
+    ruled, record = trainer.train(cfg, tensors, "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)
     timed = records.step_times(record)[2:]
     assert ruled["dropped_samples"] == 500 % 8 and ruled["steps"] == 3 * (500 // 8)
     assert ruled["step_time_all_steps_s"] == pytest.approx(np.median(timed))
     assert ruled["slowed_share"] == pytest.approx(0.5, abs=0.05)
-    kept = uncertainty.steps_of(uncertainty.split(timed)[::2])
+    kept = slowed.steps_of(slowed.split(timed)[::2])
     assert ruled["step_time_median_s"] == pytest.approx(np.median(kept))
-    off, record = train.train(dict(cfg, slowed_rule=False), tensors, "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)  # fmt: skip
+    off, record = trainer.train(dict(cfg, slowed_rule=False), tensors, "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)  # fmt: skip
     timed = records.step_times(record)[2:]
     assert off["slowed_share"] == 0
     assert off["step_time_median_s"] == off["step_time_all_steps_s"] == pytest.approx(np.median(timed))
@@ -408,9 +411,7 @@ def test_runs_drawn_together_are_the_runs_drawn_one_by_one():
     medians = [1e-4, 1.1e-4, 0.9e-4, 1.05e-4, 1e-4, 0.95e-4, 1.02e-4]
     got = uncertainty.drawn_runs(medians, cells, ("k", 1))
     r = uncertainty.rng_for(("k", 1))
-    one_by_one = np.stack(
-        [uncertainty.run_replicates(m, uncertainty.parse_blocks(c), r) for m, c in zip(medians, cells)]
-    )
+    one_by_one = np.stack([uncertainty.run_replicates(m, slowed.parse_blocks(c), r) for m, c in zip(medians, cells)])
     n = len(medians)
     shift = np.std(np.log(medians), ddof=1) / math.sqrt(n) * r.standard_t(n - 1, size=uncertainty.N_BOOT)
     expected = one_by_one.T * np.exp(np.clip(shift, -uncertainty.MAX_LOG_SHIFT, uncertainty.MAX_LOG_SHIFT))[:, None]

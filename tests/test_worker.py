@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import jobs as planned
 from conftest import make_tensors, snakemake, tiny_config
-from mnistbench import BenchError, data, jobs, profiling, records, synthetic, train, worker
+from mnistbench import BenchError, jobs
+from mnistbench.data import download, preload, synthetic
+from mnistbench.measure import slot
+from mnistbench.train import profiling, records, trainer, worker
 
 # Each test starts worker processes (torch imported, a socket served) and waits for them: seconds
 # apiece, so they stay out of the edit loop (`pytest -m fast`).
@@ -26,14 +29,14 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def tensors(tmp_path):
     md5 = synthetic.write(tmp_path / "m", n_train=96, n_test=32)
-    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     return str(tmp_path / "t.pt")
 
 
 def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the socket path is relative, as in the workflow
-    cfg = dict(train.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
     log = tmp_path / "job.log"
     req = dict(
         cfg=cfg,
@@ -48,7 +51,7 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     row, record = worker.train(req, "w/w.sock", siblings=["w/v.sock"])
     # The other repeat's worker started with this one and listened before this run was timed.
     assert os.stat("w/v.sock").st_mtime < datetime.fromisoformat(row["start_utc"]).timestamp()
-    local, _ = train.train(cfg, tensors, "cpu", "mlp-16-16", "module", 8, 1, log=lambda m: None)
+    local, _ = trainer.train(cfg, tensors, "cpu", "mlp-16-16", "module", 8, 1, log=lambda m: None)
     assert row["status"] == "ok" and row["final_loss"] == pytest.approx(local["final_loss"], abs=1e-6)
     assert len(records.step_times(record)) == row["steps"] and record["environment"]["threads"] == row["threads"]
     assert "epoch 2/2" in log.read_text()  # progress goes to the job's log
@@ -99,7 +102,8 @@ def test_a_cuda_error_retires_the_worker_and_nothing_else_does():
 
 CLIENT = """
 import json, sys
-from mnistbench import BenchError, worker
+from mnistbench import BenchError
+from mnistbench.train import worker
 try:
     row, _ = worker.train(json.loads(sys.argv[1]), sys.argv[2])
     print(row["status"])
@@ -113,10 +117,10 @@ def long_run(tmp_path, monkeypatch):
     """A request that trains for several seconds (the beginner's code at batch 1), and how to
     start a client for it in its own process, as a Snakemake job would."""
     md5 = synthetic.write(tmp_path / "m", n_train=4096, n_test=32)
-    data.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
-    data.save_tensors(data.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     monkeypatch.chdir(tmp_path)
-    cfg = dict(train.DEFAULTS, min_timed_s=0, train_samples=4096, test_samples=32, warmup_steps=1, epochs=6, retime=0)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=4096, test_samples=32, warmup_steps=1, epochs=6, retime=0)
     log = tmp_path / "job.log"
     req = dict(
         cfg=cfg,
@@ -156,7 +160,7 @@ def worker_pid(log: Path, timeout=120) -> int:
                         cmd = (p / "cmdline").read_bytes().split(b"\0")
                     except OSError:
                         continue
-                    if b"mnistbench.worker" in cmd and sock in cmd:
+                    if b"mnistbench.train.worker" in cmd and sock in cmd:
                         return int(p.name)
         time.sleep(0.1)
     raise AssertionError(f"no worker trained: {log.read_text() if log.exists() else 'no log'}")
@@ -206,7 +210,7 @@ def serve_one(folder: Path, tensors: str):
         with pytest.MonkeyPatch.context() as mp:
             mp.chdir(folder)  # the socket path is relative, as in the workflow
             cfg = dict(
-                train.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1
+                trainer.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1
             )
             req = dict(
                 cfg=cfg, data_path=tensors, device="cpu", network="mlp-16-16", mode="module", batch_size=8, repeat=0
@@ -373,10 +377,10 @@ def test_an_idle_worker_stays_while_its_pipelines_runs_are_timed_and_leaves_afte
     timed runs is."""
     start, left = idle_clock
     start()
-    with worker.timed_slot(log=lambda m: None):  # another worker's run, longer than IDLE_S
+    with slot.timed_slot(log=lambda m: None):  # another worker's run, longer than IDLE_S
         time.sleep(2)
     time.sleep(0.75)  # the gap before the next run: the worker was idle 2.75 s, but not the pipeline
-    with worker.timed_slot(log=lambda m: None):
+    with slot.timed_slot(log=lambda m: None):
         time.sleep(1)
     assert not left
     released = time.monotonic()
@@ -391,7 +395,7 @@ def test_another_pipelines_timed_runs_do_not_keep_a_worker(idle_clock, monkeypat
     start()
     began = time.monotonic()
     monkeypatch.setenv(jobs.PIPELINE_ENV, jobs.pipeline_token(os.getppid()))  # a run of another pipeline
-    with worker.timed_slot(log=lambda m: None):
+    with slot.timed_slot(log=lambda m: None):
         while not left and time.monotonic() - began < 6:
             time.sleep(0.1)
     assert left and left[0] - began <= 3.5, (began, left)
@@ -420,7 +424,7 @@ def test_a_lock_that_cannot_be_opened_is_the_jobs_line_and_the_worker_stays(serv
     monkeypatch.chdir(sock.parents[1])
     monkeypatch.setenv("MNISTBENCH_TIMED_SLOT", str(tmp_path / "missing" / "slot.lock"))
     with pytest.raises(BenchError) as own_process:
-        with worker.timed_slot(log=lambda m: None):  # what train.py does with warm_worker: false
+        with slot.timed_slot(log=lambda m: None):  # what train.py does with warm_worker: false
             pass
     line = str(own_process.value)
     assert "slot.lock cannot be created (No such file or directory): make" in line and "missing a folder" in line
@@ -464,7 +468,7 @@ def live_workers(wd: Path) -> list:
     found = []
     for p in psutil.process_iter(["cmdline", "cwd"]):
         with contextlib.suppress(psutil.Error):
-            if "mnistbench.worker" in (p.info["cmdline"] or []) and p.info["cwd"] == str(wd) and alive(p.pid):
+            if "mnistbench.train.worker" in (p.info["cmdline"] or []) and p.info["cwd"] == str(wd) and alive(p.pid):
                 found.append(p.pid)
     return found
 

@@ -9,8 +9,11 @@ from pathlib import Path
 # the path of every script job; the Snakefile needs it too).
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
-from mnistbench import BenchError, aggregate, catalog, depends, devices as devs, spec
+from mnistbench import BenchError
+from mnistbench.collect import aggregate
+from mnistbench.config import catalog, depends, devices as devs, networks
 from mnistbench.jobs import CONFIG_ENV, PIPELINE_ENV, PYTHON_ENV, pipeline_token
+from mnistbench.train import needs
 
 
 def resolve_modes():
@@ -27,14 +30,14 @@ def resolve_modes():
 
 
 def resolve_networks():
-    """{results folder: spec.Spec} of the grid's networks, in the config's order: each `models`
+    """{results folder: networks.Spec} of the grid's networks, in the config's order: each `models`
     entry checked, and no two sharing a folder. A user's module file is only hashed here (no
     torch): a file that cannot be trained is each of its runs' status."""
     specs = {}
     for name in config["models"]:
         try:
-            s = spec.build(config, name)
-        except spec.BadNetwork as e:
+            s = networks.build(config, name)
+        except networks.BadNetwork as e:
             raise key_error("models", str(e))
         other = specs.get(s.network.slug)
         if other is not None:
@@ -115,7 +118,7 @@ check_batch_sizes()
 # Device x network x mode combinations that cannot exist are left out of the DAG (and listed,
 # with the reason, in the summary).
 WHY_NOT = {
-    (d, net, m): catalog.why_not(m, d, s)
+    (d, net, m): needs.why_not(m, d, s)
     for d in DEVICES
     for net, s in NETWORKS.items()
     for m in MODES
@@ -130,9 +133,9 @@ if not GRID:
     # Where only the machine stands in the way (no compiler that builds the kernel, no Triton),
     # the fix is the machine's, not the config's.
     LACKING = {
-        why: catalog.FIXES[catalog.MODES[m].needs]
+        why: needs.FIXES[catalog.MODES[m].needs]
         for (d, net, m), why in WHY_NOT.items()
-        if why is not None and why == catalog.lacking(m)
+        if why is not None and why == needs.lacking(m)
     }
     if LACKING:
         raise WorkflowError(
@@ -242,7 +245,7 @@ def run_code(wildcards):
     compiler that builds it, and a user's module file (its content's sha256)."""
     parts = [RUN_CODE, NETWORKS[wildcards.model].network.digest]
     if wildcards.mode == "kernel":
-        from mnistbench.kernel import identity
+        from mnistbench.train.kernel import identity
 
         parts.append(identity())
     return " ".join(p for p in parts if p)

@@ -9,7 +9,7 @@ PROFILED = [devs.slug(d) for d in DEVICES if any(g == d for g, _, _ in GRID)]
 rule profile:
     input:
         tensors="results/preload/mnist.pt",
-        code=str(PKG / "profiling.py"),
+        code=str(PKG / "train" / "profiling.py"),
     output:
         "results/profile/{device}.csv",
     log:

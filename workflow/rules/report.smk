@@ -6,7 +6,8 @@
 # The package modules a rule's script imports are its inputs (depends.sources).
 # Other machines' results/summary/runs.csv (their epochs/environment/transfer/profile tables
 # next to it come along), merged by host in `aggregate`.
-from mnistbench import catalog, reference
+from mnistbench.config import catalog
+from mnistbench.collect import reference
 
 MERGE = config["merge_runs"]
 # Reference machines shown beside this run's results (their runs.csv; mnistbench/reference.py).
@@ -43,7 +44,7 @@ rule aggregate:
         transfer="results/preload/transfer.csv",
         profiles=expand("results/profile/{device}.csv", device=PROFILED),
         merged=MERGE,
-        code=depends.sources("aggregate"),
+        code=depends.sources("collect.aggregate"),
     output:
         runs=report(
             "results/summary/runs.csv",
@@ -91,7 +92,7 @@ rule analyse:
         environment="results/summary/environment.csv",
         profile="results/summary/profile.csv",
         references=REFERENCES,
-        code=depends.sources("analysis"),
+        code=depends.sources("report.analysis"),
     output:
         **FIGURE_PAGES,
         **TABLE_OUTPUTS,
@@ -108,7 +109,7 @@ rule analyse:
 rule figures:
     input:
         **{name: f"results/summary/{name}.csv" for name in catalog.inputs()},
-        code=depends.sources("figures"),
+        code=depends.sources("report.figures"),
     output:
         **FIGURE_OUTPUTS,
     log:

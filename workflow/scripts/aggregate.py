@@ -1,4 +1,4 @@
-from mnistbench import aggregate
+from mnistbench.collect import aggregate
 from mnistbench.jobs import job
 
 with job(snakemake) as log:

@@ -1,6 +1,6 @@
-from mnistbench import data
+from mnistbench.data import download
 from mnistbench.jobs import job
 
 with job(snakemake) as log:
     p = snakemake.params
-    data.download(p.root, snakemake.config["mnist"]["mirrors"], p.md5, log=log)
+    download.download(p.root, snakemake.config["mnist"]["mirrors"], p.md5, log=log)

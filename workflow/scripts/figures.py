@@ -1,5 +1,5 @@
-from mnistbench import figures
 from mnistbench.jobs import job
+from mnistbench.report import figures
 
 with job(snakemake) as log:
     p = snakemake.params

@@ -2,8 +2,9 @@ import os
 
 from mnistbench.files import write_rows
 from mnistbench.jobs import job
-from mnistbench.records import PROFILE_COLUMNS
-from mnistbench.worker import socket_for, timed_slot
+from mnistbench.measure.slot import timed_slot
+from mnistbench.train.records import PROFILE_COLUMNS
+from mnistbench.train.worker import socket_for
 
 with job(snakemake) as log:
     p = snakemake.params
@@ -15,7 +16,7 @@ with job(snakemake) as log:
         # Locally, the first repeat's warm worker profiles: torch and the compiler are imported
         # there already, and this job imports no torch. It takes the machine's timed slot as for
         # a train run.
-        from mnistbench import worker
+        from mnistbench.train import worker
 
         request = dict(
             args, data_path=os.path.abspath(snakemake.input.tensors), log_path=os.path.abspath(snakemake.log[0])
@@ -24,7 +25,7 @@ with job(snakemake) as log:
     else:
         # A timed job like a train job: it takes the machine's timed slot (idle warm workers then
         # stay up, instead of tearing down beside it and starting again afterwards).
-        from mnistbench import profiling
+        from mnistbench.train import profiling
 
         with timed_slot(log=log):
             rows = profiling.profile_device(**args, data_path=snakemake.input.tensors, log=log)

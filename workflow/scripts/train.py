@@ -15,8 +15,9 @@ import sys
 from types import SimpleNamespace
 
 from mnistbench.jobs import config_from_env, job
-from mnistbench.records import write_outputs
-from mnistbench.worker import socket_for, timed_slot
+from mnistbench.measure.slot import timed_slot
+from mnistbench.train.records import write_outputs
+from mnistbench.train.worker import socket_for
 
 row_path, record_path, log_path, tensors, device, network, mode, batch_size, repeat, threads = sys.argv[1:]
 with job(SimpleNamespace(log=[log_path])) as log:
@@ -33,15 +34,15 @@ with job(SimpleNamespace(log=[log_path])) as log:
     if cfg["warm_worker"]:
         # Locally, a warm worker trains (and writes the job's log): this job then costs no
         # Python/torch start-up.
-        from mnistbench import worker
+        from mnistbench.train import worker
 
         request = dict(args, log_path=os.path.abspath(log_path))
         others = [socket_for(r) for r in range(cfg["repeats"]) if r != args["repeat"]]
         row, record = worker.train(request, socket_for(args["repeat"]), siblings=others)
         print(f"{row['status']}: {row['message']} (warm worker)", file=sys.stderr)
     else:
-        from mnistbench import train
+        from mnistbench.train import trainer
 
         with timed_slot(log=log):
-            row, record = train.train(**args, log=log)
+            row, record = trainer.train(**args, log=log)
     write_outputs(row, record, row_path, record_path)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from mnistbench import depends, devices, machines
+from mnistbench.config import depends, devices
+from mnistbench.measure import machines
 
 
 def git_commit() -> str:
@@ -33,7 +34,7 @@ def fma_gflops() -> float | None:
     """One core's peak arithmetic rate, GFLOP/s (kernel.c's FMA chains; ~30 ms to measure, once per
     process), or None where the kernel cannot be built: a network's arithmetic limit on one core
     is its FLOP per training sample at this rate."""
-    from mnistbench import kernel
+    from mnistbench.train import kernel
 
     try:
         return kernel.fma_gflops()

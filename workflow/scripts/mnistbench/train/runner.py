@@ -8,10 +8,11 @@ import socket
 
 import torch
 
-from mnistbench import devices, env, model, spec
-from mnistbench.catalog import why_not
-from mnistbench.modes import CLASSES, Unsupported
-from mnistbench.timing import wall
+from mnistbench.config import devices, networks
+from mnistbench.measure.timing import wall
+from mnistbench.train import environment, nets
+from mnistbench.train.modes import Unsupported, implementation
+from mnistbench.train.needs import why_not
 
 
 def seed_of(cfg: dict, repeat: int, epoch: int = 0) -> int:
@@ -32,7 +33,7 @@ def base_row(device: str, network: str, mode: str, batch_size: int, threads: int
     """What every result row (a train run, a profiled mode) starts with."""
     return dict(
         host=socket.gethostname(),
-        machine=env.machine(device, threads),
+        machine=environment.machine(device, threads),
         device=device,
         device_name=devices.name(device),
         model=network,
@@ -43,13 +44,13 @@ def base_row(device: str, network: str, mode: str, batch_size: int, threads: int
     )
 
 
-def build(cfg: dict, s: spec.Spec, mode: str, device: str, batch_size: int, repeat: int = 0):
+def build(cfg: dict, s: networks.Spec, mode: str, device: str, batch_size: int, repeat: int = 0):
     """The mode, training network and settings `s` from the repeat's initial weights; Unsupported
-    if the combination cannot exist here, model.BadModel if a user's module cannot be trained."""
+    if the combination cannot exist here, nets.BadModel if a user's module cannot be trained."""
     reason = why_not(mode, device, s)
     if reason:
         raise Unsupported(reason)
-    return CLASSES[mode](s, model.initial_state(s, seed_of(cfg, repeat)), device, batch_size)
+    return implementation(mode)(s, nets.initial_state(s, seed_of(cfg, repeat)), device, batch_size)
 
 
 def setup(trainer, batch, device: str) -> float:
@@ -75,7 +76,7 @@ def failure(e: Exception, batch_size: int) -> tuple[str, str]:
     pair that cannot run here, out of memory, or another runtime error (one line each)."""
     if isinstance(e, Unsupported):
         return "unsupported", str(e)
-    if isinstance(e, model.BadModel):
+    if isinstance(e, nets.BadModel):
         return "bad_model", str(e)
     text = " ".join(str(e).split())
     if isinstance(e, torch.OutOfMemoryError):

@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mnistbench.spec import CLASSES, INPUTS, Network, Spec
+from mnistbench.config.networks import CLASSES, INPUTS, Network, Spec
 
 LOSSES = ("cross_entropy", "mse_softmax")
 

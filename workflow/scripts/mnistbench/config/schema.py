@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
 
 
 @functools.cache

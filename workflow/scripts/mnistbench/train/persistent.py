@@ -29,7 +29,8 @@ import math
 
 import torch
 
-from mnistbench import model, spec
+from mnistbench.config import networks
+from mnistbench.train import nets
 
 try:
     import triton
@@ -53,8 +54,8 @@ except Exception as e:  # not installed, or a broken install: the kernels cannot
     triton = tl = _NoTriton()
 
 # The one network these kernels train (catalog.MODES says so): its shapes are compiled in.
-NETWORK = spec.network(spec.SEED_NETWORK)
-NAMES = model.names(NETWORK)
+NETWORK = networks.network(networks.SEED_NETWORK)
+NAMES = nets.names(NETWORK)
 SIZES = NETWORK.sizes
 SHAPES = {f"w{i}": (o, n) for i, (n, o) in enumerate(zip(SIZES, SIZES[1:]), 1)}
 SHAPES.update({f"b{i}": (o,) for i, o in enumerate(SIZES[1:], 1)})

@@ -31,11 +31,13 @@ import torch.nn.functional as F
 from torch.autograd.profiler import record_function
 from torch.profiler import profile
 
-from mnistbench import devices, model, runner, spec
-from mnistbench.catalog import exists
-from mnistbench.data import load_tensors
-from mnistbench.modes import CLASSES, Unsupported
-from mnistbench.records import PHASES, PROFILE_COLUMNS
+from mnistbench.config import devices
+from mnistbench.config.networks import build
+from mnistbench.data.preload import load_tensors
+from mnistbench.train import nets, runner
+from mnistbench.train.modes import Unsupported, implementation
+from mnistbench.train.needs import exists
+from mnistbench.train.records import PHASES, PROFILE_COLUMNS
 
 PER_STEP = (
     ["step_us_plain", "step_us_profiled"]
@@ -58,7 +60,7 @@ def profile_device(cfg, data_path, device, networks, modes, batch_sizes, steps=1
         torch.ones(1).add_(1)
     rows = []
     for network in networks:
-        s = spec.build(cfg, network)
+        s = build(cfg, network)
         for mode in modes:
             if not exists(mode, device, s):
                 continue
@@ -66,13 +68,13 @@ def profile_device(cfg, data_path, device, networks, modes, batch_sizes, steps=1
                 # Large batches: few long, steady steps, and reading the profile back costs ~0.1 ms
                 # per event recorded. A DataLoader dispatches ops per sample (~25 k events per step
                 # at batch 4096, ~2.3 s to read back), so it gets one step there.
-                n = steps if b == min(batch_sizes) else 1 if CLASSES[mode].host_data else max(3, steps // 3)
+                n = steps if b == min(batch_sizes) else 1 if implementation(mode).host_data else max(3, steps // 3)
                 row = dict(
                     {c: "" for c in PROFILE_COLUMNS}, **runner.base_row(device, network, mode, b, threads), steps=n
                 )
                 try:
                     row.update(profile_one(cfg, s, tensors, device, mode, b, n, warmup), status="ok")
-                except (Unsupported, model.BadModel, RuntimeError) as e:  # as in a train run
+                except (Unsupported, nets.BadModel, RuntimeError) as e:  # as in a train run
                     status, message = runner.failure(e, b)
                     row.update(status=status, message=message)
                 log(
@@ -88,7 +90,7 @@ def batches_for(tensors, device, mode, b, n_batches):
     """Data for n_batches batches, the training images repeated if the data set is smaller."""
     i = torch.arange(b * n_batches) % len(tensors["train_x"])
     x, y = tensors["train_x"][i], tensors["train_y"][i]
-    home = "cpu" if CLASSES[mode].host_data else device
+    home = "cpu" if implementation(mode).host_data else device
     data = {"x": x.to(home), "y": y.to(home), "t": F.one_hot(y, 10).float().to(home)}
     return data, torch.arange(len(i)).to(home)
 

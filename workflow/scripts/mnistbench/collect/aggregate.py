@@ -8,8 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mnistbench import BenchError, files, machines, schema, uncertainty
-from mnistbench.records import ADDED, COLUMNS, INTEGER, NUMBER
+from mnistbench import BenchError, files
+from mnistbench.collect import uncertainty
+from mnistbench.config import schema
+from mnistbench.measure import machines
+from mnistbench.train.records import ADDED, COLUMNS, INTEGER, NUMBER
 
 # A combination of the summary: runs pool by the machine they ran on (its hardware), not by host.
 MACHINE_KEYS = ["machine", "device", "model", "mode", "batch_size"]

@@ -21,12 +21,14 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
-from mnistbench import files, machines, uncertainty  # noqa: E402
-from mnistbench.aggregate import succeeded, usable  # noqa: E402
-from mnistbench.analysis import PLACE_KEYS, networks  # noqa: E402
-from mnistbench.catalog import FIGURES, MODES  # noqa: E402
-from mnistbench.devices import HOST, KINDS, host_first, spec  # noqa: E402
-from mnistbench.words import bs, flop, rate, times, us, with_ci  # noqa: E402
+from mnistbench import files
+from mnistbench.collect import uncertainty  # noqa: E402
+from mnistbench.collect.aggregate import succeeded, usable  # noqa: E402
+from mnistbench.config.catalog import FIGURES, MODES  # noqa: E402
+from mnistbench.config.devices import HOST, KINDS, host_first, spec  # noqa: E402
+from mnistbench.measure import machines
+from mnistbench.report.analysis import PLACE_KEYS, by_size  # noqa: E402
+from mnistbench.report.words import bs, flop, rate, times, us, with_ci  # noqa: E402
 
 # --- one look -----------------------------------------------------------------------------------
 
@@ -594,7 +596,7 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
     if ok.empty:
         return note_figure(title, "No successful run: nothing to plot.")
     left = succeeded(runs)[lambda r: ~r.index.isin(ok.index)]
-    ok = ok.assign(model=pd.Categorical(ok["model"], networks(ok))).sort_values("model")
+    ok = ok.assign(model=pd.Categorical(ok["model"], by_size(ok))).sort_values("model")
     ok["model"] = ok["model"].astype(str)
     if several(ok):
         return throughput_machines(ok)
@@ -980,7 +982,7 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",))
     med = e.groupby(keys[:-1] + ["epoch"], as_index=False)[["cum_train_s", "test_accuracy"]].median()
     med["batch"] = med["batch_size"].map(lambda b: f"batch {b}")
     batches = [f"batch {b}" for b in sorted(set(med["batch_size"]))]
-    order = networks(runs[runs["model"].isin(set(med["model"]))])
+    order = by_size(runs[runs["model"].isin(set(med["model"]))])
     panels = [(h, m, d) for h in machines.by_name(med["host"]) for m in order for d in host_first(med["device"])]
     panels = [
         (h, m, d) for h, m, d in panels if ((med["host"] == h) & (med["model"] == m) & (med["device"] == d)).any()

@@ -11,13 +11,13 @@ import json
 import os
 from pathlib import Path
 
-from mnistbench import schema
+from mnistbench.config import schema
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]
 SCRIPTS = PACKAGE.parent
 # What a timed job's script hands its work to: {kind: (module, function)}. The warm worker imports
 # them by name when it starts (worker.serve), so their sources are named here for the fingerprint.
-TASKS = {"train": ("train", "train"), "profile": ("profiling", "profile_device")}
+TASKS = {"train": ("train.trainer", "train"), "profile": ("train.profiling", "profile_device")}
 # The environment variables a run records (the `env` of its record, env.describe): the thread
 # pools' settings, the vector ISA torch's own kernels and oneDNN's may use (read when torch loads;
 # they pick other kernels, so other timings and other rounding), the GPUs it sees, the Slurm job.
@@ -58,30 +58,39 @@ def _imports(path: Path) -> list[str]:
 
 @functools.cache  # per file and version: the Snakefile asks for the same files' imports many times
 def _imports_of(path: str, mtime_ns: int, size: int) -> list[str]:
+    """The package modules a file imports, as dotted names below the package: `from mnistbench
+    import files` gives "files", `from mnistbench.config import catalog` "config.catalog", `from
+    mnistbench.train.modes import X` "train.modes" (a name that is no module, such as BenchError
+    or X, finds no file in `sources` and is dropped there)."""
     names = []
     # Imports are statements: only statements are searched, in every block (functions, classes,
     # branches, handlers), not the expressions in them, which hold most of a module's nodes.
     todo = list(ast.parse(Path(path).read_text(), path).body)
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.ImportFrom) and node.module == "mnistbench":
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mnistbench."):
-            names.append(node.module.split(".")[1])
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mnistbench":
+            below = node.module.split(".")[1:]
+            names += [".".join(below)] + [".".join([*below, a.name]) for a in node.names]
         elif isinstance(node, ast.Import):
-            names += [a.name.split(".")[1] for a in node.names if a.name.startswith("mnistbench.")]
+            names += [a.name.removeprefix("mnistbench.") for a in node.names if a.name.startswith("mnistbench.")]
         for block in ("body", "orelse", "finalbody", "handlers", "cases"):
             todo += [
                 n for n in getattr(node, block, ()) if isinstance(n, (ast.stmt, ast.excepthandler, ast.match_case))
             ]
-    return names
+    return [n for n in names if n]
+
+
+def module_path(name: str) -> Path:
+    """The source file of a dotted module name below the package ("train.modes")."""
+    return PACKAGE.joinpath(*name.split(".")).with_suffix(".py")
 
 
 def sources(*modules: str, scripts: tuple = ()) -> list[str]:
-    """The source files that these package modules (and `scripts`, files of workflow/scripts) run:
-    each file and, transitively, every package module it imports (read from the source, nothing
-    is imported), with the C source a module of the same name builds (kernel.py: kernel.c). The
-    code inputs of a rule whose script imports these modules, so that an edit of any reruns it."""
+    """The source files that these package modules (dotted names below the package, such as
+    "collect.aggregate") and `scripts` (files of workflow/scripts) run: each file and,
+    transitively, every package module it imports (read from the source, nothing is imported),
+    with the C source a module of the same name builds (train/kernel.py: kernel.c). The code
+    inputs of a rule whose script imports these modules, so that an edit of any reruns it."""
     seen, todo = {}, list(modules)
     for script in scripts:
         path = SCRIPTS / script
@@ -89,7 +98,7 @@ def sources(*modules: str, scripts: tuple = ()) -> list[str]:
         todo += _imports(path)
     while todo:
         name = todo.pop()
-        path = PACKAGE / f"{name}.py"
+        path = module_path(name)
         if name in seen or not path.exists():
             continue
         seen[name] = str(path)

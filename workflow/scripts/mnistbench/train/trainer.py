@@ -15,23 +15,15 @@ from pathlib import Path
 
 import torch
 
-from mnistbench import (
-    BenchError,
-    depends,
-    devices,
-    env,
-    model,
-    quality,
-    records,
-    runner,
-    schema,
-    spec,
-    timing,
-    uncertainty,
-)
-from mnistbench.catalog import FIXES, MODES, lacking, why_not
-from mnistbench.data import load_tensors
-from mnistbench.modes import CLASSES, Unsupported, nonzero_share
+from mnistbench import BenchError
+from mnistbench.config import depends, devices, networks, schema
+from mnistbench.config.catalog import MODES
+from mnistbench.data.preload import load_tensors
+from mnistbench.measure import quality, slowed, timing
+from mnistbench.train import environment, nets, records, runner
+from mnistbench.train.modes import Unsupported, implementation
+from mnistbench.train.native import nonzero_share
+from mnistbench.train.needs import FIXES, lacking, why_not
 
 # Defaults for a run outside Snakemake: the schema's, as the workflow's validated config has them.
 DEFAULTS = schema.defaults()
@@ -70,8 +62,8 @@ def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size
     threads = runner.use_threads(cfg)
     devices.prepare(device)
     try:
-        s = spec.build(cfg, network)
-    except spec.BadNetwork as e:
+        s = networks.build(cfg, network)
+    except networks.BadNetwork as e:
         raise BenchError(f"config key `models`: {e}") from None
     row = {c: "" for c in records.COLUMNS}
     row.update(runner.base_row(device, network, mode, batch_size, threads))
@@ -86,11 +78,11 @@ def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size
         settings=depends.settings_json(cfg),
         code=depends.code_fingerprint(),
     )
-    record = dict(environment=env.describe(device, threads, cfg), settings=depends.settings(cfg), row=row)
+    record = dict(environment=environment.describe(device, threads, cfg), settings=depends.settings(cfg), row=row)
     record.update(epochs=[], step_times_rle=[], attempts=[])
     try:
         status, message = _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log)
-    except (Unsupported, model.BadModel, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
+    except (Unsupported, nets.BadModel, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
         status, message = runner.failure(e, batch_size)
     row.update(status=status, message=message)
     log(f"{status}: {message}" + (f" [timing {row['quality']}: {row['quality_note']}]" if row["quality_note"] else ""))
@@ -98,7 +90,7 @@ def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size
 
 
 def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log):
-    home = "cpu" if CLASSES[mode].host_data else device  # only `dataloader` keeps the data on the host
+    home = "cpu" if implementation(mode).host_data else device  # only `dataloader` keeps the data on the host
     tensors = load_tensors(data_path, home)
     n, n_test = cfg["train_samples"], cfg["test_samples"]
     if n > len(tensors["train_x"]) or n_test > len(tensors["test_x"]):
@@ -132,11 +124,11 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
         raise BenchError(f"{reason}: {FIXES[MODES[mode].needs]}")
     if reason:  # before a user's module is loaded: its row says why the combination cannot run
         raise Unsupported(reason)
-    initial = model.initial_state(s, runner.seed_of(cfg, repeat))
-    row.update(flop_per_sample=model.flop_per_sample(s), parameters=sum(v.numel() for v in initial.values()))
+    initial = nets.initial_state(s, runner.seed_of(cfg, repeat))
+    row.update(flop_per_sample=nets.flop_per_sample(s), parameters=sum(v.numel() for v in initial.values()))
     if mode == "sparse":  # what it skips: the inputs that are the background value
         row["input_nonzero_share"] = nonzero_share(data["x"])
-    initial_loss, _ = model.evaluate(s, initial, *evaluation)
+    initial_loss, _ = nets.evaluate(s, initial, *evaluation)
     row["initial_loss"] = initial_loss
 
     # Time the run; a noisy timing is made again (up to `retime` times, after the machine settled)
@@ -175,7 +167,7 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
     if kept["status"] != "ok":
         return kept["status"], kept["message"]
 
-    final_loss, _ = model.evaluate(s, kept["params"], *evaluation)
+    final_loss, _ = nets.evaluate(s, kept["params"], *evaluation)
     row["final_loss"] = final_loss
     chance = float(torch.bincount(test[1], minlength=10).max()) / len(test[1])
     wrong = went_wrong(initial_loss, final_loss, row["test_accuracy"], chance)
@@ -235,7 +227,7 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
             step_times += intervals
             epoch_times.append(epoch_s)
             cum += epoch_s
-            test_loss, acc = model.evaluate(s, trainer.params(), *test)
+            test_loss, acc = nets.evaluate(s, trainer.params(), *test)
             epochs.append(dict(epoch=epoch, train_s=epoch_s, cum_train_s=cum, test_loss=test_loss, test_accuracy=acc))
             other = evidence["other_cores"]
             log(
@@ -252,7 +244,7 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
         else:
             learned = _weights(trainer)
             cum = _extra_epochs(cfg, trainer, data, order, clock, monitor, step_times, epoch_times, cum, log)
-            last_loss, _ = model.evaluate(s, trainer.params(), *test)
+            last_loss, _ = nets.evaluate(s, trainer.params(), *test)
             if not math.isfinite(last_loss):
                 out.update(
                     status="diverged",
@@ -270,11 +262,11 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
     out["params"] = learned if learned is not None else _weights(trainer)
     del trainer
     timed_steps = step_times[warmup:]
-    # The step time is taken over the steps the machine left alone (uncertainty.undisturbed; every
+    # The step time is taken over the steps the machine left alone (slowed.undisturbed; every
     # step with `slowed_rule: false`); the record keeps every step, slowed_share says how many were
     # left out, and step_time_all_steps_s is the median over all of them, beside it.
-    kept_blocks, slowed_share = uncertainty.kept_blocks(timed_steps, rule=cfg.get("slowed_rule", True))
-    kept = uncertainty.steps_of(kept_blocks)
+    kept_blocks, slowed_share = slowed.kept_blocks(timed_steps, rule=cfg.get("slowed_rule", True))
+    kept = slowed.steps_of(kept_blocks)
     med, q1, q3 = timing.quantiles(kept)
     spread = quality.spread(kept)
     verdict, note, score = quality.verdict(monitor.epochs, len(timed_steps), spread, cfg)
@@ -317,8 +309,8 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
         first_epoch_s=epoch_times[0],
         steady_epoch_s=timing.quantiles(steady)[0] if steady else "",
         total_train_s=cum,
-        step_time_blocks_s=uncertainty.blocks_cell(kept_blocks),
-        step_time_all_blocks_s=uncertainty.blocks_cell(uncertainty.split(timed_steps)),
+        step_time_blocks_s=slowed.blocks_cell(kept_blocks),
+        step_time_all_blocks_s=slowed.blocks_cell(slowed.split(timed_steps)),
         test_loss=test_loss,
         test_accuracy=acc,
         time_to_target_s="" if time_to_target is None else time_to_target,
@@ -376,7 +368,7 @@ def main(argv=None):
     p.add_argument("--min-timed-s", type=float, default=DEFAULTS["min_timed_s"], help="fewest seconds timed")
     p.add_argument("--threads", type=int, default=0, help="cpu threads, 0 = every core but one")
     p.add_argument("--retime", type=int, default=DEFAULTS["retime"], help="timings made again when noisy")
-    p.add_argument("--loss", default="cross_entropy", choices=model.LOSSES)
+    p.add_argument("--loss", default="cross_entropy", choices=nets.LOSSES)
     p.add_argument("--init", default="default", choices=["default", "seed"])
     p.add_argument("--lr", type=float, default=DEFAULTS["model"]["lr"])
     p.add_argument("--out", default="run.csv")

@@ -41,18 +41,19 @@ import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from multiprocessing.connection import AuthenticationError, Client, Listener
 from pathlib import Path
 
-from mnistbench import BenchError, depends, jobs
+from mnistbench import BenchError, jobs
+from mnistbench.config import depends
+from mnistbench.measure import slot
 
 IDLE_S = 30
 IDLE_CHECK_S = 1  # how often a worker looks whether its pipeline runs and times a run
 SOCKETS = "results/.trainer/r{repeat}.sock"  # relative to the workflow's working directory
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]
 # What a request holds: train.train's arguments and the job's log; a profile job's request
 # (kind "profile") holds profiling.profile_device's instead.
 REQUEST = {"cfg", "data_path", "device", "network", "mode", "batch_size", "repeat", "log_path"}
@@ -72,8 +73,8 @@ def worker_log(sock_path: str) -> str:
 def fingerprint() -> str:
     """Changes whenever a source file of the package changes: a stale worker must not serve."""
     h = hashlib.sha256()
-    for f in sorted(f for f in PACKAGE.iterdir() if f.suffix in (".py", ".c")):
-        h.update(f.name.encode() + f.read_bytes())
+    for f in sorted(f for f in PACKAGE.rglob("*") if f.suffix in (".py", ".c")):
+        h.update(str(f.relative_to(PACKAGE)).encode() + f.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -85,109 +86,6 @@ def identity() -> str:
     worker in its own environment."""
     parts = [fingerprint(), sys.executable, depends.environment(), os.environ.get(jobs.PIPELINE_ENV, "")]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
-
-
-def _slot_path() -> Path:
-    # /tmp, not $TMPDIR (which may differ per user): one slot for every user of the machine.
-    # MNISTBENCH_TIMED_SLOT names another file, for processes whose timings nobody compares: the
-    # test suite gives each of its parallel test processes its own.
-    if os.environ.get("MNISTBENCH_TIMED_SLOT"):
-        return Path(os.environ["MNISTBENCH_TIMED_SLOT"])
-    return Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()) / "mnistbench-timed.lock"
-
-
-def _open_slot():
-    """The slot's lock file, opened without following a symbolic link (anyone may plant one in
-    /tmp) and created readable and writable by every user, whatever the umask. Another user's
-    file that this user may not write is opened to read: a lock needs no more."""
-    path = _slot_path()
-    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
-    for _ in range(3):
-        mode = "r+"
-        try:
-            try:
-                fd = os.open(path, os.O_RDWR | nofollow)
-            except PermissionError:
-                fd, mode = os.open(path, os.O_RDONLY | nofollow), "r"
-        except FileNotFoundError:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | nofollow, 0o666)
-                os.fchmod(fd, 0o666)
-            except FileExistsError:  # another process created it meanwhile
-                continue
-            except OSError as e:  # its folder is missing, not writable, read-only, full
-                raise BenchError(
-                    f"the timed-run lock {path} cannot be created ({e.strerror}): make {path.parent} a folder "
-                    "this user may write, or name a lock file in one with MNISTBENCH_TIMED_SLOT, and rerun"
-                ) from None
-        except OSError as e:  # ELOOP: a symbolic link
-            raise BenchError(
-                f"the timed-run lock {path} cannot be opened safely ({e.strerror}): remove it and rerun"
-            ) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise BenchError(f"the timed-run lock {path} is not a regular file: remove it and rerun")
-        return os.fdopen(fd, mode)
-    raise BenchError(f"the timed-run lock {path} keeps changing: remove it and rerun")
-
-
-def timed_slot_holder() -> str | None:
-    """Who holds the timed-run slot right now (the line its holder wrote: `holder()`), or None."""
-    try:
-        import fcntl
-    except ImportError:
-        return None
-    with _open_slot() as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            return f.read(300).strip() or "unknown process"
-        fcntl.flock(f, fcntl.LOCK_UN)
-        return None
-
-
-def timed_slot_busy() -> bool:
-    """Whether some process holds the timed-run slot right now."""
-    return timed_slot_holder() is not None
-
-
-def holder() -> str:
-    """This process as the timed-run slot names its holder: its pid and uid, and the pipeline it
-    runs for (an idle worker of that pipeline stays while the run is timed: _Idle)."""
-    pipeline = os.environ.get(jobs.PIPELINE_ENV)
-    return f"pid {os.getpid()} of uid {os.getuid()}" + (f", pipeline {pipeline}" if pipeline else "")
-
-
-@contextlib.contextmanager
-def timed_slot(log=print):
-    """Hold this machine's slot for timed runs (an exclusive lock on a file that every user of
-    the machine shares) for the duration of one run; wait while another process holds it. Inside a Slurm
-    job the scheduler places jobs, so there it is a no-op."""
-    try:
-        import fcntl
-    except ImportError:  # not on a POSIX system: the Snakemake resource limit still holds
-        yield
-        return
-    if os.environ.get("SLURM_JOB_ID"):
-        yield
-        return
-    with _open_slot() as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            log(f"waiting: another timed run holds this machine ({f.read(200).strip() or 'unknown process'})")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        if f.writable():  # who holds it, for the next one's waiting line
-            f.seek(0)
-            f.truncate()
-            f.write(holder())
-            f.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _private_dir(sock_path: str) -> Path:
@@ -368,7 +266,7 @@ def _spawn(sock_path: str) -> subprocess.Popen:
     path = os.pathsep.join([str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")])
     with open(worker_log(sock_path), "a") as out:  # the worker's own output between runs
         _spawned[sock_path] = subprocess.Popen(
-            [sys.executable, "-m", "mnistbench.worker", sock_path],
+            [sys.executable, "-m", "mnistbench.train.worker", sock_path],
             env=dict(os.environ, PYTHONPATH=path),
             start_new_session=True,  # outlives this job; it watches its clients instead
             stdin=subprocess.DEVNULL,
@@ -398,8 +296,8 @@ def check_request(req: dict, validator) -> str | None:
     directory (the workflow's), its run settings of the schema's types and ranges."""
     import jsonschema
 
-    from mnistbench import spec
-    from mnistbench.catalog import MODES
+    from mnistbench.config import networks
+    from mnistbench.config.catalog import MODES
 
     # Without a log_path, what the run prints is dropped.
     profiles = req.get("kind") == "profile"
@@ -423,8 +321,8 @@ def check_request(req: dict, validator) -> str | None:
     named = req["networks"] if profiles else [req["network"]]
     for name in named if isinstance(named, list) else [named]:
         try:
-            spec.network(name)
-        except (spec.BadNetwork, TypeError) as e:
+            networks.network(name)
+        except (networks.BadNetwork, TypeError) as e:
             return f"network {name!r} is not a `models` entry ({e})"
     if profiles:
         if not isinstance(req["networks"], list):
@@ -450,7 +348,7 @@ def _load_validator():
     one on every call, ~18 ms a request against under 1 ms with this one."""
     import jsonschema
 
-    from mnistbench import schema
+    from mnistbench.config import schema
 
     return jsonschema.validators.validator_for(schema.load())(schema.load())
 
@@ -494,7 +392,7 @@ class _Idle:
         if not self.pipeline:
             return False
         try:
-            held_by = timed_slot_holder()
+            held_by = slot.holder_now()
         except BenchError:  # the slot cannot be opened: the runs say so; this only idles
             return False
         return held_by is not None and held_by.endswith(f", pipeline {self.pipeline}")
@@ -617,7 +515,7 @@ def _run(req: dict, task, torch) -> dict:
     the job would print training in its own process; the worker stays up."""
     log_path = req.pop("log_path", os.devnull)  # the rest are the task's arguments
     try:
-        with _output_to(log_path) as f, timed_slot(log=lambda msg: print(msg, file=f)):
+        with _output_to(log_path) as f, slot.timed_slot(log=lambda msg: print(msg, file=f)):
             try:
                 out = task(**req, log=lambda msg: print(msg, file=f))
                 return {"rows": out} if isinstance(out, list) else {"row": out[0], "record": out[1]}

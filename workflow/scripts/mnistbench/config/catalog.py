@@ -17,7 +17,7 @@ run and, on a cluster, every job), where importing them costs seconds.
 
 from dataclasses import dataclass, field
 
-from mnistbench import devices, schema, spec
+from mnistbench.config import devices, networks, schema
 
 # --- modes ----------------------------------------------------------------------------------------
 
@@ -57,37 +57,13 @@ MODES = {
         "Persistent",
         kinds=("cuda",),
         needs="triton",
-        networks=spec.SEED_NETWORK,
+        networks=networks.SEED_NETWORK,
         why_networks="one program keeps W1 (784 x 16) and the small layers in its registers for every step",
     ),
 }
 
 
-# What gives this machine what a mode needs (ModeInfo.needs): the fix where only that is missing.
-FIXES = {
-    "compiler": "set CC to a working C compiler, or install one (gcc or clang)",
-    "triton": "install Triton (pip install triton) in the environment that runs the workflow",
-}
-
-
-def _missing(needs: str) -> str | None:
-    """Why this machine lacks what a mode needs, or None."""
-    if needs == "compiler":
-        from mnistbench import kernel
-
-        if kernel.compiler() is None:
-            return "needs a C compiler (none found: install gcc or clang, or set CC)"
-        built = kernel.problem()  # a compiler that cannot build kernel.c leaves it out as well
-        return f"needs a C compiler that builds kernel.c ({built})" if built else None
-    if needs == "triton":
-        from mnistbench import persistent
-
-        ok, why = persistent.available()
-        return None if ok else f"needs Triton ({why})"
-    return None
-
-
-def why_not_network(mode: str, network: spec.Network) -> str | None:
+def why_not_network(mode: str, network: networks.Network) -> str | None:
     """Why `mode` cannot train this network, or None."""
     info = MODES[mode]
     if info.networks == "any" or (info.networks == "family" and network.family) or info.networks == network.name:
@@ -107,27 +83,16 @@ def why_not_settings(mode: str, settings: dict) -> str | None:
     return None
 
 
-def lacking(mode: str) -> str | None:
-    """Why this machine lacks what `mode` needs (FIXES[MODES[mode].needs] gives it), or None."""
-    reason = _missing(MODES[mode].needs)
-    return f"{mode} {reason}" if reason else None
-
-
-def why_not(mode: str, device: str, s: spec.Spec | None = None) -> str | None:
-    """Why this device x network x mode cannot exist here (it is left out of the grid), or None.
-    Without a spec, only the device and the machine are asked."""
+def unsupported(mode: str, device: str, s: networks.Spec | None = None) -> str | None:
+    """Why the registry says this device x network x mode cannot exist (a kind the mode does not
+    run on, a network or a training setting it does not take), or None. Whether this machine has
+    what the mode needs is train/needs.py's question."""
     info = MODES[mode]
     if info.kinds is not None and devices.kind(device) not in info.kinds:
         return f"{mode} runs only on {', '.join(info.kinds)}"
     if s is not None:
-        reason = why_not_network(mode, s.network) or why_not_settings(mode, s.settings)
-        if reason:
-            return reason
-    return lacking(mode)
-
-
-def exists(mode: str, device: str, s: spec.Spec | None = None) -> bool:
-    return why_not(mode, device, s) is None
+        return why_not_network(mode, s.network) or why_not_settings(mode, s.settings)
+    return None
 
 
 # --- tables -----------------------------------------------------------------------------------------

@@ -28,10 +28,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from mnistbench import catalog, files, machines, reference, spec, uncertainty, words
-from mnistbench.aggregate import check_settings, succeeded, summarise, usable
-from mnistbench.catalog import MODES
-from mnistbench.devices import HOST, host_first
+from mnistbench import files
+from mnistbench.collect import reference, uncertainty
+from mnistbench.collect.aggregate import check_settings, succeeded, summarise, usable
+from mnistbench.config import catalog, networks
+from mnistbench.config.catalog import MODES
+from mnistbench.config.devices import HOST, host_first
+from mnistbench.measure import machines
+from mnistbench.report import words
 
 BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader batch copies
 REFERENCE_MODES = ("seed", "module", "manual")  # the mode ladder is compared with the first present
@@ -50,7 +54,7 @@ def replicates(runs: pd.DataFrame, use=("ok",), stream: str = "") -> dict:
     return uncertainty.replicates(usable(runs, use), PLACE_KEYS, stream=stream)
 
 
-def networks(runs: pd.DataFrame) -> list:
+def by_size(runs: pd.DataFrame) -> list:
     """The networks of these runs, smallest first (by FLOP per training sample, then name)."""
     if runs.empty:
         return []
@@ -278,8 +282,8 @@ def effective_flop(model: str, flop_per_sample, nonzero_share) -> float:
     if not math.isfinite(share):
         return float(flop_per_sample)
     try:
-        net = spec.network(str(model))
-    except spec.BadNetwork:
+        net = networks.network(str(model))
+    except networks.BadNetwork:
         return math.nan
     if not net.family:
         return math.nan
@@ -518,7 +522,7 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
     cols += ["samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "cpu_best_mode", "over_cpu_best"]
     cols += ["over_cpu_best_lo", "over_cpu_best_hi", "wins_from", "wins_from_lo", "wins_from_hi", "verdict"]
     rows = []
-    for host, model in [(h, m) for h in machines.by_name(med["host"]) for m in networks(runs[runs["host"] == h])]:
+    for host, model in [(h, m) for h in machines.by_name(med["host"]) for m in by_size(runs[runs["host"] == h])]:
         g = med[(med["host"] == host) & (med["model"] == model)]
         if g.empty:
             continue
@@ -718,7 +722,7 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
         h = runs[runs["host"] == host]
         for device in host_first(h["device"]):
             sizes = sorted(set(h[h["device"] == device]["batch_size"]))
-            for model in networks(h[h["device"] == device]):
+            for model in by_size(h[h["device"] == device]):
                 for point, b in dict.fromkeys([("smallest", sizes[0]), ("largest", sizes[-1])]):
                     if point == "largest" and b == sizes[0]:
                         break  # one batch size: one point

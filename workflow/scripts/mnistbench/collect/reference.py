@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from mnistbench import BenchError, aggregate, machines
+from mnistbench import BenchError
+from mnistbench.collect import aggregate
+from mnistbench.measure import machines
 
-ROOT = Path(__file__).resolve().parents[3] / "bench" / "reference"
+ROOT = Path(__file__).resolve().parents[4] / "bench" / "reference"
 
 
 @dataclass

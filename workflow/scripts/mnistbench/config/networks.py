@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mnistbench import schema
+from mnistbench.config import schema
 
 INPUTS, CLASSES = 784, 10
 MAX_DEPTH, MAX_WIDTH = 8, 4096
@@ -26,7 +26,7 @@ FAMILY = re.compile(r"mlp(-[0-9]+)+")
 USER = re.compile(r"(?P<path>[^:]+\.py):(?P<cls>[A-Za-z_][A-Za-z0-9_]*)")
 # The workflow's own folder: a user's file named relative to it (config/cnn.py) is found from any
 # working directory.
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 class BadNetwork(ValueError):

@@ -32,7 +32,7 @@ SIZES = [
     "steps_per_call",
 ]
 # The steady-state step time over the timed steps the machine did not slow (slowed_share: the
-# share of timed steps left out, uncertainty.undisturbed), the median over all timed steps beside
+# share of timed steps left out, slowed.undisturbed), the median over all timed steps beside
 # it (step_time_all_steps_s: what the step time would be without that rule), and one-off and
 # whole-epoch times.
 TIMING = [

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from mnistbench import devices
+from mnistbench.config import devices
 
 
 class StepClock:

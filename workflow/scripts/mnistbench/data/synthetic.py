@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mnistbench.data import FILES
+from mnistbench.data.download import FILES
 
 
 def _idx(array: np.ndarray) -> bytes:

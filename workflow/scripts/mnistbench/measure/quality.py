@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from mnistbench import devices
+from mnistbench.config import devices
 
 VERDICTS = ("ok", "noisy", "few_steps")
 # /proc/stat counts whole ticks (10 ms) per cpu, so over a window of w seconds the cores it
@@ -78,7 +78,7 @@ def _gpu_processes(device: str) -> set[int] | None:
 def _is_our_worker(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"mnistbench.worker" in f.read()
+            return b"mnistbench.train.worker" in f.read()
     except OSError:
         return False
 
@@ -226,7 +226,7 @@ def settle(max_other: float, limit_s: float, log=print) -> float:
 
 def spread(step_times: list[float]) -> float:
     """q3 / q1 of the timed steps: 1.0 when every step took the same time."""
-    from mnistbench.timing import quantiles
+    from mnistbench.measure.timing import quantiles
 
     _, q1, q3 = quantiles(step_times)
     return q3 / q1 if q1 > 0 else math.nan

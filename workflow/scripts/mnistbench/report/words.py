@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import EngFormatter
 
-from mnistbench import catalog
-from mnistbench.aggregate import kept_over_all, succeeded
-from mnistbench.devices import HOST, host_first, kind
-from mnistbench.machines import by_name, natural
-from mnistbench.uncertainty import SLOWED
+from mnistbench.collect.aggregate import kept_over_all, succeeded
+from mnistbench.config import catalog
+from mnistbench.config.devices import HOST, host_first, kind
+from mnistbench.measure.machines import by_name, natural
+from mnistbench.measure.slowed import SLOWED
 
 # --- numbers as words ---------------------------------------------------------------------------
 ENG = EngFormatter(sep=" ")  # 12.3 k, 3.57 M: SI prefixes, matplotlib's rule for choosing them
