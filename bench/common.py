@@ -28,7 +28,7 @@ def data(n: int, seed: int = 0) -> dict:
 
 def config(threads: int = 0, loss: str = "cross_entropy", lr: float = 0.01) -> dict:
     """The train jobs' defaults with the bench's threads, loss and learning rate."""
-    return dict(DEFAULTS, cpu_threads=threads, model=dict(DEFAULTS["model"], loss=loss, lr=lr))
+    return dict(DEFAULTS, cpu_threads=threads, training=dict(DEFAULTS["training"], loss=loss, lr=lr))
 
 
 def prepared(mode: str, batch_size: int, d: dict, cfg: dict, device: str = "cpu", warmup: int = 20):

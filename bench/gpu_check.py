@@ -104,7 +104,7 @@ def print_tables(summary_dir: Path) -> None:
     table = s.pivot_table(index=["mode", "batch_size"], columns="device", values="samples_per_s_median")
     print("\nsamples/s (median over repeats)")
     print(table.round(0).to_string())
-    host = devices.HOST
+    host = devices.CPU
     for acc in [c for c in table.columns if c != host and host in table.columns]:
         print(f"\n{acc} / {host} speedup")
         print((table[acc] / table[host]).unstack("batch_size").round(2).to_string())
@@ -133,7 +133,7 @@ def top_mode(table) -> None:
         for gpu in gpus:
             top = at.loc["persistent", gpu] if "persistent" in at.index else float("nan")
             graph = at.loc["cudagraph", gpu] if "cudagraph" in at.index else float("nan")
-            cpu = at[devices.HOST].dropna() if devices.HOST in at.columns else at.iloc[:0, 0]
+            cpu = at[devices.CPU].dropna() if devices.CPU in at.columns else at.iloc[:0, 0]
             best = cpu.idxmax() if len(cpu) else "-"
             rows.append(
                 f"{b:>6} {gpu:>6} {top:>14,.0f} {top / graph:>13.2f} {best:>12} {top / cpu.max() if len(cpu) else float('nan'):>12.2f}"

@@ -1,12 +1,12 @@
 """An example of a user's own network for the `models` key: a small LeNet-style CNN.
 
-    snakemake --cores all --config models='[mlp-16-16, config/cnn.py:Net]' model='{lr: 0.1}'
+    snakemake --cores all --config models='[mlp-16-16, config/cnn.py:Net]' training='{lr: 0.1}'
 
 Any torch.nn.Module works the same way: its class is built with no arguments and takes a float32
 batch of normalised MNIST images as rows, shape (B, 784), returning (B, 10) logits. The modes
 that take any nn.Module (module, dataloader, compiled, amp, cudagraph) train it; the hand-written
 ones are left out (results/summary/left_out.csv says why). The file's content is part of what its
-runs depend on: edit it and they are timed again. Plain SGD trains it at model.lr 0.1; at the
+runs depend on: edit it and they are timed again. Plain SGD trains it at training.lr 0.1; at the
 default 0.5 (tuned for the sigmoid MLPs) its runs at small batch sizes diverge, and their rows say
 so.
 """

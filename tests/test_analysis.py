@@ -262,7 +262,7 @@ def test_merge_by_host_first_source_wins(tmp_path):
 def test_profiler_splits_steps_and_counts_ops():
     g = torch.Generator().manual_seed(0)
     tensors = {"train_x": torch.rand(100, 784, generator=g), "train_y": torch.randint(0, 10, (100,), generator=g)}
-    cfg = dict(seed=0, model=dict(init="default", loss="cross_entropy", lr=0.1, amp_dtype="float16"))
+    cfg = dict(seed=0, training=dict(init="default", loss="cross_entropy", lr=0.1, amp_dtype="float16"))
     s = networks.build(cfg, "mlp-16-16")
     rows = {
         m: profiling.profile_one(cfg, s, tensors, "cpu", m, 16, steps=3, warmup=1)

@@ -12,13 +12,13 @@ def test_slug_round_trip(name, slug):
 
 
 def test_capabilities_per_kind():
-    assert devices.is_host("cpu") and not devices.is_host("cuda:0")
-    assert devices.spec("cuda:2").pinned_memory and not devices.spec("cpu").pinned_memory
-    assert devices.spec("cuda").events and devices.spec("mps").mark_every > 1
-    assert devices.spec("cuda:1").needs_gpu and not devices.spec("mps").needs_gpu
+    assert devices.is_cpu("cpu") and not devices.is_cpu("cuda:0")
+    assert devices.traits("cuda:2").pinned_memory and not devices.traits("cpu").pinned_memory
+    assert devices.traits("cuda").events and devices.traits("mps").mark_every > 1
+    assert devices.traits("cuda:1").needs_gpu and not devices.traits("mps").needs_gpu
     assert devices.autocast_dtype("cpu", "float16") == torch.bfloat16
     assert devices.autocast_dtype("cuda", "float16") == torch.float16
-    assert devices.host_first(["cuda:1", "cpu", "cuda"]) == ["cpu", "cuda", "cuda:1"]
+    assert devices.cpu_first(["cuda:1", "cpu", "cuda"]) == ["cpu", "cuda", "cuda:1"]
 
 
 def test_this_machine_has_a_cpu_and_refuses_what_it_lacks():

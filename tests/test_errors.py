@@ -70,7 +70,7 @@ def test_corrupt_raw_file_is_a_clear_error(mirror, tmp_path):
         (dict(batch_sizes=[0, 8]), "batch_sizes"),
         (dict(devices=["cpu", "tpu"]), "devices"),
         (dict(repeats=0), "repeats"),
-        (dict(model=dict(loss="hinge")), "hinge"),
+        (dict(training=dict(loss="hinge")), "hinge"),
     ],
 )
 def test_schema_rejects_bad_values(mirror, tmp_path, override, key):
@@ -112,9 +112,9 @@ def test_an_unknown_key_gets_the_closest_known_one(mirror, tmp_path):
     (line,) = config_lines(proc)
     assert line.startswith("config key `batch_size` is unknown (did you mean `batch_sizes`?)")
     assert "fix it in your config file" in line
-    cfg = tiny_config(url, md5, model=dict(lrr=0.1))  # a nested key names its object
+    cfg = tiny_config(url, md5, training=dict(lrr=0.1))  # a nested key names its object
     (line,) = config_lines(snakemake(tmp_path, cfg, "-n", check=False))
-    assert "`model.lrr` is unknown (did you mean `model.lr`?)" in line
+    assert "`training.lrr` is unknown (did you mean `training.lr`?)" in line
     assert not (tmp_path / "results").exists()
 
 

@@ -16,7 +16,7 @@ SEED = "mlp-16-16"
 
 
 def spec_of(network, **settings) -> networks.Spec:
-    return networks.build(dict(trainer.DEFAULTS, model=dict(trainer.DEFAULTS["model"], **settings)), network)
+    return networks.build(dict(trainer.DEFAULTS, training=dict(trainer.DEFAULTS["training"], **settings)), network)
 
 
 # --- names and bounds -------------------------------------------------------------------------------
@@ -76,11 +76,13 @@ def test_a_mode_is_left_out_where_a_setting_is_away_from_a_default_it_does_not_i
     leaves every mode out once it is not at its default, naming the setting and the value."""
     assert needs.why_not("module", "cpu", spec_of(SEED, amp_dtype="bfloat16")) is None
     assert needs.why_not("amp", "cpu", spec_of(SEED, amp_dtype="bfloat16")) is None
-    settings = dict(catalog.schema.model_settings(), momentum=(0.0, None))
-    monkeypatch.setattr(catalog.schema, "model_settings", lambda: settings)
-    s = networks.Spec(networks.network(SEED), dict(spec_of(SEED).settings, momentum=0.9))
-    assert needs.why_not("module", "cpu", s) == "module does not implement model.momentum = 0.9 (it trains as with 0.0)"
-    assert needs.why_not("module", "cpu", networks.Spec(s.network, dict(s.settings, momentum=0.0))) is None
+    settings = dict(catalog.schema.training_options(), momentum=(0.0, None))
+    monkeypatch.setattr(catalog.schema, "training_options", lambda: settings)
+    s = networks.Spec(networks.network(SEED), dict(spec_of(SEED).training, momentum=0.9))
+    assert (
+        needs.why_not("module", "cpu", s) == "module does not implement training.momentum = 0.9 (it trains as with 0.0)"
+    )
+    assert needs.why_not("module", "cpu", networks.Spec(s.network, dict(s.training, momentum=0.0))) is None
 
 
 # --- a user's module, trained and refused -------------------------------------------------------------
@@ -135,7 +137,7 @@ def user_run(mirror, mnist_data, tmp_path_factory):
     (wd / "cnn.py").write_text((REPO / "config/cnn.py").read_text())
     names = ["mlp-7-30", "cnn.py:Net", *(f"bad/{n}:Net" for n in BAD)]
     cfg = tiny_config(url, md5, devices=["cpu"], models=names, modes=["manual", "module", "dataloader"])
-    cfg["model"] = dict(lr=0.1)  # the CNN's (config/cnn.py)
+    cfg["training"] = dict(lr=0.1)  # the CNN's (config/cnn.py)
     proc = snakemake(wd, cfg)
     return wd, cfg, proc
 
@@ -205,13 +207,13 @@ def test_two_files_of_one_name_cannot_share_a_results_folder(mirror, tmp_path):
 def add_setting(repo, key: str, schema: dict):
     path = repo / "workflow/schemas/config.schema.yaml"
     s = yaml.safe_load(path.read_text())
-    s["properties"]["model"]["properties"][key] = schema
+    s["properties"]["training"]["properties"][key] = schema
     path.write_text(yaml.safe_dump(s, sort_keys=False))
 
 
 @pytest.mark.slow
 def test_a_setting_added_to_the_schema_alone_retimes_refuses_merges_and_leaves_out(mirror, mnist_data, tmp_path):
-    """A copy of the workflow whose schema gains model.amp_init_scale (amp's GradScaler's first
+    """A copy of the workflow whose schema gains training.amp_init_scale (amp's GradScaler's first
     scale: a setting of amp alone, which amp does not implement yet) and nothing else: runs record
     it, a change retimes them, runs made with two values are never summarised together, and amp is
     left out, with that reason, while the value is not its default."""
@@ -225,7 +227,8 @@ def test_a_setting_added_to_the_schema_alone_retimes_refuses_merges_and_leaves_o
     snakemake(wd, cfg, repo=repo)
     runs = pd.read_csv(wd / "results/summary/runs.csv")
     assert (
-        set(runs["mode"]) == {"module", "amp"} and runs.settings.str.contains('"model.amp_init_scale": 65536.0').all()
+        set(runs["mode"]) == {"module", "amp"}
+        and runs.settings.str.contains('"training.amp_init_scale": 65536.0').all()
     )
     changed = ["model={amp_init_scale: 1024}"]
     # A change retimes the runs it concerns: module's; amp is left out of the grid.
@@ -236,15 +239,15 @@ def test_a_setting_added_to_the_schema_alone_retimes_refuses_merges_and_leaves_o
     grown = [*changed, "batch_sizes=[8,64,16]"]
     flags = ["--rerun-triggers", "mtime", "--forcerun", "aggregate"]
     proc = snakemake(wd, cfg, "--config", *grown, *flags, repo=repo, check=False)
-    assert proc.returncode != 0 and "`model.amp_init_scale` differs" in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode != 0 and "`training.amp_init_scale` differs" in proc.stderr, proc.stderr[-3000:]
     # amp, which does not implement it, is left out with that reason; module trains with it.
     fresh = with_data(mnist_data, tmp_path / "fresh")
     snakemake(fresh, cfg, "--config", *changed, repo=repo)
     left = pd.read_csv(fresh / "results/summary/left_out.csv")
     (reason,) = left[left["mode"] == "amp"].reason
-    assert reason == "amp does not implement model.amp_init_scale = 1024.0 (it trains as with 65536.0)"
+    assert reason == "amp does not implement training.amp_init_scale = 1024.0 (it trains as with 65536.0)"
     runs = pd.read_csv(fresh / "results/summary/runs.csv")
-    assert set(runs["mode"]) == {"module"} and runs.settings.str.contains('"model.amp_init_scale": 1024.0').all()
+    assert set(runs["mode"]) == {"module"} and runs.settings.str.contains('"training.amp_init_scale": 1024.0').all()
 
 
 def test_a_setting_no_mode_implements_stops_a_grid_of_nothing_with_one_line(mirror, tmp_path):
@@ -255,4 +258,4 @@ def test_a_setting_no_mode_implements_stops_a_grid_of_nothing_with_one_line(mirr
     proc = snakemake(tmp_path / "wd", cfg, "-n", repo=repo, check=False)
     assert proc.returncode != 0
     (line,) = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("config key `modes`")]
-    assert "module does not implement model.momentum = 0.9 (it trains as with 0.0)" in line, line
+    assert "module does not implement training.momentum = 0.9 (it trains as with 0.0)" in line, line

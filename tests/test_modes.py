@@ -65,7 +65,7 @@ needs_cc = pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler t
 
 
 def spec_of(network=SEED, **settings) -> networks.Spec:
-    cfg = dict(trainer.DEFAULTS, model=dict(trainer.DEFAULTS["model"], **settings))
+    cfg = dict(trainer.DEFAULTS, training=dict(trainer.DEFAULTS["training"], **settings))
     return networks.build(cfg, network)
 
 
@@ -438,7 +438,7 @@ def test_seed_preset_is_the_original_experiment():
     validate(cfg, str(REPO / "workflow/schemas/config.schema.yaml"))  # fills defaults
     assert cfg["modes"] == ["seed"] and cfg["batch_sizes"] == [1] and cfg["train_samples"] == 60000
     assert cfg["models"] == [SEED]
-    m = cfg["model"]
+    m = cfg["training"]
     assert (m["loss"], m["init"], m["lr"]) == ("mse_softmax", "seed", 0.001)
     # Weights and biases from N(0, 2): std 2.
     s = networks.build(cfg, cfg["models"][0])
@@ -502,7 +502,7 @@ def test_nan_loss_is_a_recorded_row_not_a_crash(tmp_path):
     download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=64, test_samples=16, warmup_steps=1, epochs=1, retime=0)
-    cfg["model"] = dict(cfg["model"], lr=1e38, init="seed")
+    cfg["training"] = dict(cfg["training"], lr=1e38, init="seed")
     row, _ = trainer.train(cfg, tmp_path / "t.pt", "cpu", SEED, "manual", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lr" in row["message"]
 

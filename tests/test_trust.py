@@ -132,7 +132,7 @@ def test_each_run_records_its_settings_and_code(finished):
     _, wd, cfg, _ = finished
     runs = pd.read_csv(wd / "results/summary/runs.csv")
     settings = [json.loads(s) for s in runs.settings]
-    assert all(s["epochs"] == cfg["epochs"] and s["model.lr"] == 0.5 for s in settings)
+    assert all(s["epochs"] == cfg["epochs"] and s["training.lr"] == 0.5 for s in settings)
     assert runs.code.nunique() == 1 and len(runs.code.iloc[0]) == 16
 
 
@@ -244,9 +244,9 @@ def test_a_blown_up_run_is_diverged_and_left_out(tmp_path):
     download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
     preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
     cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=128, test_samples=32, warmup_steps=1, epochs=1, retime=0)
-    cfg["model"] = dict(cfg["model"], lr=1e6)
+    cfg["training"] = dict(cfg["training"], lr=1e6)
     row, _ = trainer.train(cfg, tmp_path / "t.pt", "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)
-    assert row["status"] == "diverged" and "lower model.lr" in row["message"], row["message"]
+    assert row["status"] == "diverged" and "lower training.lr" in row["message"], row["message"]
     assert row["final_loss"] > 10 * row["initial_loss"]
     from mnistbench.report import analysis
 
@@ -262,10 +262,10 @@ def test_a_run_too_short_to_learn_is_not_a_failure_but_one_whose_loss_rose_is():
     assert trainer.went_wrong(2.322, 2.335, 0.126, 0.126) is None
     assert trainer.went_wrong(2.322, 1.9, 0.3, 0.126) is None
     rose = trainer.went_wrong(2.322, 2.755, 0.126, 0.126)
-    assert rose == "test accuracy 0.126 is chance and the loss rose from 2.32 to 2.75; lower model.lr"
+    assert rose == "test accuracy 0.126 is chance and the loss rose from 2.32 to 2.75; lower training.lr"
     assert trainer.went_wrong(2.322, 2.755, 0.2, 0.126) is None  # it learned something all the same
     assert "rose from 2.32 to 30" in trainer.went_wrong(2.322, 30.0, 0.126, 0.126)
-    assert trainer.went_wrong(2.322, float("nan"), 0.1, 0.126) == "training loss is nan; lower model.lr"
+    assert trainer.went_wrong(2.322, float("nan"), 0.1, 0.126) == "training loss is nan; lower training.lr"
 
 
 # --- 6: ordinary ways to write a boolean or a number -----------------------------------------------
@@ -291,7 +291,7 @@ def test_command_line_numbers_are_typed(finished, args, retimed):
 def test_yaml_numbers_in_e_notation_are_numbers(finished, tmp_path):
     repo, wd, cfg, _ = finished
     (tmp_path / "extra.yaml").write_text("model:\n  lr: 5e-1\nquality:\n  max_other_cpu: 2.5e-1\n")
-    assert yaml.safe_load((tmp_path / "extra.yaml").read_text())["model"]["lr"] == "5e-1"  # YAML 1.1 says string
+    assert yaml.safe_load((tmp_path / "extra.yaml").read_text())["training"]["lr"] == "5e-1"  # YAML 1.1 says string
     # The finished run's values (the defaults) in e-notation: the same numbers, nothing to retime.
     files = [str(wd / "config.yaml"), str(tmp_path / "extra.yaml")]  # a later --configfile replaces the list
     assert jobs(snakemake(wd, cfg, "-n", "--configfile", *files, repo=repo)) == []

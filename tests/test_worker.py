@@ -253,7 +253,7 @@ def test_the_socket_and_its_key_are_private_whatever_the_umask(served_alone):
         (dict(log_path="/etc/mnistbench-owned.log"), "log_path '/etc/mnistbench-owned.log' lies outside"),
         (dict(data_path="/etc/shadow"), "data_path '/etc/shadow' lies outside"),
         (dict(data_path="w/../../t.pt"), "data_path 'w/../../t.pt' lies outside"),
-        (dict(cfg_model=dict(amp_dtype="__class__")), "model.amp_dtype"),
+        (dict(cfg_training=dict(amp_dtype="__class__")), "training.amp_dtype"),
         (dict(cfg_epochs=-1), "epochs"),
         (dict(batch_size="8"), "batch_size '8' is not an integer"),
         (dict(extra=1), "extra"),

@@ -243,7 +243,7 @@ def forget_corrupt(tensors, checksum):
 def run_code(wildcards):
     """The code a run depends on: the package's that trains and times it, for the kernel the
     compiler that builds it, and a user's module file (its content's sha256)."""
-    parts = [RUN_CODE, NETWORKS[wildcards.model].network.digest]
+    parts = [RUN_CODE, NETWORKS[wildcards.network].network.digest]
     if wildcards.mode == "kernel":
         from mnistbench.train.kernel import identity
 
@@ -253,7 +253,7 @@ def run_code(wildcards):
 
 def network_of(wildcards):
     """The `models` entry of a run's results folder."""
-    return NETWORKS[wildcards.model].network.name
+    return NETWORKS[wildcards.network].network.name
 
 
 def later_outputs(wildcards):
@@ -267,13 +267,13 @@ def device_of(wildcards):
 
 
 def needs_gpu(wildcards):
-    return devs.spec(device_of(wildcards)).needs_gpu
+    return devs.traits(device_of(wildcards)).needs_gpu
 
 
 # Cluster resources (read by the Slurm executor, ignored locally): only GPU jobs ask for a GPU,
 # and they go to the GPU partition; see profiles/README.md.
 SLURM = config["slurm"]
-PRELOAD_NEEDS_GPU = any(devs.spec(d).needs_gpu for d in DEVICES)
+PRELOAD_NEEDS_GPU = any(devs.traits(d).needs_gpu for d in DEVICES)
 GPU_MODELS = SLURM["gpu_models"] or [m for m in [SLURM["gpu_model"]] if m]
 # A train job's device folder: the device's slug, and after "@" where it runs when a device runs
 # in several places: a GPU model (two or more in slurm.gpu_models), or `gpu` for the cpu's runs on
@@ -283,9 +283,9 @@ TRAIN_SLUG_PATTERN = rf"(?:{devs.SLUG_PATTERN})(?:@[A-Za-z0-9_.-]+)?"
 
 def train_slugs(device):
     s = devs.slug(device)
-    if devs.spec(device).needs_gpu and len(GPU_MODELS) > 1:
+    if devs.traits(device).needs_gpu and len(GPU_MODELS) > 1:
         return [f"{s}@{m}" for m in GPU_MODELS]
-    if devs.is_host(device) and SLURM["cpu_on_gpu_partition"]:
+    if devs.is_cpu(device) and SLURM["cpu_on_gpu_partition"]:
         return [s, f"{s}@gpu"]
     return [s]
 

@@ -131,17 +131,22 @@ def config_error(e):
     )
 
 
+# Keys an earlier version of the config had, and their name now: named in the line about them.
+RENAMED = {"model": "training"}
+
+
 def unknown_keys(where, instance, known):
     """An unknown key (a typo, most often) named with the closest known key of its object."""
     prefix = "" if where == "(top level)" else f"{where}."
     parts = []
     for k in sorted(map(str, set(instance) - set(known))):
         close = difflib.get_close_matches(k, list(known), n=1, cutoff=0.6)
-        hint = (
-            f"did you mean `{prefix}{close[0]}`?"
-            if close
-            else f"known keys here: {', '.join(known)}"
-        )
+        if f"{prefix}{k}" in RENAMED:
+            hint = f"it is now `{RENAMED[prefix + k]}`"
+        elif close:
+            hint = f"did you mean `{prefix}{close[0]}`?"
+        else:
+            hint = f"known keys here: {', '.join(known)}"
         parts.append(f"`{prefix}{k}` is unknown ({hint})")
     return WorkflowError(
         f"config key {'; '.join(parts)}; fix it in your config file or --config "

@@ -3,13 +3,13 @@ rule train:
         tensors="results/preload/mnist.pt",
         script=TRAIN_SCRIPT,
     output:
-        row="results/runs/{device}/{model}/{mode}/bs{batch_size}/r{repeat}.csv",
-        env="results/runs/{device}/{model}/{mode}/bs{batch_size}/r{repeat}.json",
+        row="results/runs/{device}/{network}/{mode}/bs{batch_size}/r{repeat}.csv",
+        env="results/runs/{device}/{network}/{mode}/bs{batch_size}/r{repeat}.json",
     log:
-        "logs/train/{device}/{model}/{mode}/bs{batch_size}_r{repeat}.log",
+        "logs/train/{device}/{network}/{mode}/bs{batch_size}_r{repeat}.log",
     wildcard_constraints:
         device=TRAIN_SLUG_PATTERN,
-        model=r"[A-Za-z0-9_.-]+",
+        network=r"[A-Za-z0-9_.-]+",
         batch_size=r"\d+",
         repeat=r"\d+",
     conda:

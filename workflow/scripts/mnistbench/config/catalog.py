@@ -21,10 +21,10 @@ from mnistbench.config import devices, networks, schema
 
 # --- modes ----------------------------------------------------------------------------------------
 
-# Training settings (`model.*`) every mode implements. A setting that the schema gains is
-# implemented by none until a mode lists it here (ModeInfo.settings): a mode that does not is left
+# Training settings (`training.*`) every mode implements. A setting that the schema gains is
+# implemented by none until a mode lists it here (ModeInfo.training): a mode that does not is left
 # out of the grid whenever the setting is not at its default.
-COMMON_SETTINGS = ("loss", "init", "lr")
+COMMON_TRAINING = ("loss", "init", "lr")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ModeInfo:
     # forward and backward are written by hand for linear layers and sigmoids), or one network.
     networks: str = "any"
     why_networks: str = ""  # the bound that limits it to those networks, in words
-    settings: tuple = COMMON_SETTINGS  # the `model.*` settings it implements
+    training: tuple = COMMON_TRAINING  # the `training.*` settings it implements
 
 
 FAMILY_ONLY = "its forward and backward are written for the mlp-... family's linear layers and sigmoids"
@@ -48,7 +48,7 @@ MODES = {
     "module": ModeInfo("Module"),
     "dataloader": ModeInfo("DataLoaderMode"),
     "compiled": ModeInfo("Compiled"),
-    "amp": ModeInfo("Amp", kinds=("cpu", "cuda"), exact=False, settings=(*COMMON_SETTINGS, "amp_dtype")),
+    "amp": ModeInfo("Amp", kinds=("cpu", "cuda"), exact=False, training=(*COMMON_TRAINING, "amp_dtype")),
     "cudagraph": ModeInfo("CudaGraph", kinds=("cuda",)),
     "numpy": ModeInfo("Numpy", kinds=("cpu",), networks="family", why_networks=FAMILY_ONLY),
     "kernel": ModeInfo("Kernel", kinds=("cpu",), needs="compiler", networks="family", why_networks=FAMILY_ONLY),
@@ -72,14 +72,14 @@ def why_not_network(mode: str, network: networks.Network) -> str | None:
     return f"{mode} trains {trains} only, not {network.name}: {info.why_networks}"
 
 
-def why_not_settings(mode: str, settings: dict) -> str | None:
-    """Why `mode` cannot train with these `model.*` settings (one it does not implement, away from
+def why_not_training(mode: str, training: dict) -> str | None:
+    """Why `mode` cannot train with these `training.*` settings (one it does not implement, away from
     its default), or None."""
-    for key, (default, concerns) in schema.model_settings().items():
-        value = settings.get(key, default)
-        if value == default or key in MODES[mode].settings or (concerns is not None and mode not in concerns):
+    for key, (default, concerns) in schema.training_options().items():
+        value = training.get(key, default)
+        if value == default or key in MODES[mode].training or (concerns is not None and mode not in concerns):
             continue
-        return f"{mode} does not implement model.{key} = {value!r} (it trains as with {default!r})"
+        return f"{mode} does not implement training.{key} = {value!r} (it trains as with {default!r})"
     return None
 
 
@@ -91,7 +91,7 @@ def unsupported(mode: str, device: str, s: networks.Spec | None = None) -> str |
     if info.kinds is not None and devices.kind(device) not in info.kinds:
         return f"{mode} runs only on {', '.join(info.kinds)}"
     if s is not None:
-        return why_not_network(mode, s.network) or why_not_settings(mode, s.settings)
+        return why_not_network(mode, s.network) or why_not_training(mode, s.training)
     return None
 
 

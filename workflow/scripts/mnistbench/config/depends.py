@@ -41,7 +41,7 @@ def environment(environ=None) -> dict:
 
 
 def settings(cfg: dict) -> dict:
-    """The run's settings from the config, flat: {'epochs': 4, 'model.lr': 0.5, ...}: every key
+    """The run's settings from the config, flat: {'epochs': 4, 'training.lr': 0.5, ...}: every key
     the schema marks as one a run's result depends on (x-run)."""
     return {key: schema.get(cfg, key) for key in schema.run_keys()}
 

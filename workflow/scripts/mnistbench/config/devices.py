@@ -23,7 +23,7 @@ from mnistbench import BenchError
 class Kind:
     pattern: str  # device names of this kind, as a regular expression
     names: str  # the same, in words
-    host: bool  # the cpu itself: the baseline every accelerator is compared with
+    cpu: bool  # the cpu itself: the baseline every accelerator is compared with
     pinned_memory: bool  # page-locked host memory speeds up copies to it
     events: bool  # the step clock records device events (no synchronisation per mark)
     mark_every: int  # steps between clock marks: a mark that synchronises stalls the queue
@@ -40,7 +40,7 @@ KINDS = {
     "cpu": Kind(
         pattern="cpu",
         names="cpu",
-        host=True,
+        cpu=True,
         pinned_memory=False,
         events=False,
         mark_every=1,
@@ -55,7 +55,7 @@ KINDS = {
     "cuda": Kind(
         pattern="cuda(:[0-9]+)?",
         names="cuda, cuda:N",
-        host=False,
+        cpu=False,
         pinned_memory=True,
         events=True,
         mark_every=1,
@@ -70,7 +70,7 @@ KINDS = {
     "mps": Kind(
         pattern="mps",
         names="mps",
-        host=False,
+        cpu=False,
         pinned_memory=False,
         events=False,
         mark_every=16,
@@ -83,7 +83,7 @@ KINDS = {
         marker="^",
     ),
 }
-HOST = "cpu"  # the device every accelerator is compared with
+CPU = "cpu"  # the device every accelerator is compared with
 # A device name, as the config schema's pattern also says; and its file-name form (slug), as the
 # Snakemake wildcard constraints use it.
 PATTERN = "^(" + "|".join(k.pattern for k in KINDS.values()) + ")$"
@@ -94,12 +94,12 @@ def kind(device: str) -> str:
     return device.split(":")[0]
 
 
-def spec(device: str) -> Kind:
+def traits(device: str) -> Kind:
     return KINDS[kind(device)]
 
 
-def is_host(device: str) -> bool:
-    return spec(device).host
+def is_cpu(device: str) -> bool:
+    return traits(device).cpu
 
 
 def index(device: str) -> int:
@@ -117,9 +117,9 @@ def unslug(s: str) -> str:
     return f"{m.group(1)}:{m.group(2)}" if m and m.group(1) in KINDS else s
 
 
-def host_first(devices) -> list:
+def cpu_first(devices) -> list:
     """Devices in the order the report names them: the cpu, then the accelerators."""
-    return sorted(set(devices), key=lambda d: (d != HOST, d))
+    return sorted(set(devices), key=lambda d: (d != CPU, d))
 
 
 def _may_have(k: str) -> bool:
@@ -214,14 +214,14 @@ def synchronize(device: str) -> None:
 def profiler_activities(device: str) -> list:
     from torch.profiler import ProfilerActivity
 
-    extra = spec(device).profiler
+    extra = traits(device).profiler
     return [ProfilerActivity.CPU] + ([getattr(ProfilerActivity, extra)] if extra else [])
 
 
 def autocast_dtype(device: str, configured: str) -> torch.dtype:
     import torch
 
-    return getattr(torch, spec(device).fixed_autocast or configured)
+    return getattr(torch, traits(device).fixed_autocast or configured)
 
 
 def name(device: str) -> str:
@@ -245,7 +245,7 @@ def accelerator(device: str) -> str:
 
         gib = torch.cuda.get_device_properties(device).total_memory / 2**30
         return f"{name(device)}, {gib:.0f} GiB, driver {_driver()}, CUDA {torch.version.cuda}"
-    return "" if spec(device).host else name(device)
+    return "" if traits(device).cpu else name(device)
 
 
 def _driver() -> str:

@@ -1,5 +1,5 @@
 """What a run trains: the network (one entry of the config's `models`) and how it is trained (the
-config's `model.*` settings), built in one place (`build`) and handed to every mode.
+config's `training.*` settings), built in one place (`build`) and handed to every mode.
 
 Two kinds of network:
 - the family `mlp-<w1>-<w2>-...`: 784 inputs, 1 to 8 sigmoid hidden layers of 1 to 4096 units,
@@ -9,7 +9,7 @@ Two kinds of network:
   The file's content (its sha256) is part of what a run depends on.
 
 Torch-free: the Snakefile plans the grid with it. What needs torch (parameters, forward passes,
-loading a user's file) is in model.py.
+loading a user's file) is in train/nets.py.
 """
 
 import hashlib
@@ -59,7 +59,7 @@ class Network:
         """The arithmetic of one training sample of the family, in FLOP (2 per multiply-add): the
         forward pass, the weight gradients (as many again) and the deltas of every layer but the
         first (nothing needs the input's). Biases, sigmoids and the softmax are left out. A
-        user's module is counted by torch (model.flop_per_sample)."""
+        user's module is counted by torch (nets.flop_per_sample)."""
         macs = [a * b for a, b in zip(self.sizes[:-1], self.sizes[1:])]
         return 2 * (2 * sum(macs) + sum(macs[1:]))
 
@@ -69,23 +69,23 @@ class Network:
 
 @dataclass(frozen=True)
 class Spec:
-    """A network and its training settings: every key of the config's `model` (loss, init, lr,
+    """A network and its training settings: every key of the config's `training` (loss, init, lr,
     amp_dtype, and any the schema gains), filled with the schema's defaults."""
 
     network: Network
-    settings: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
 
     @property
     def loss(self) -> str:
-        return self.settings["loss"]
+        return self.training["loss"]
 
     @property
     def init(self) -> str:
-        return self.settings["init"]
+        return self.training["init"]
 
     @property
     def lr(self) -> float:
-        return self.settings["lr"]
+        return self.training["lr"]
 
 
 def resolve(path: str) -> Path:
@@ -117,13 +117,13 @@ def network(name: str) -> Network:
     return Network(name=name, path=str(path), cls=m["cls"], digest=digest)
 
 
-def settings(cfg: dict) -> dict:
-    """The config's `model` settings, every key of the schema's `model` filled with its default."""
-    given = cfg.get("model", {})
-    return {k: given.get(k, default) for k, (default, _) in schema.model_settings().items()}
+def training(cfg: dict) -> dict:
+    """The config's `training` settings, every key of the schema's `training` filled with its default."""
+    given = cfg.get("training", {})
+    return {k: given.get(k, default) for k, (default, _) in schema.training_options().items()}
 
 
 def build(cfg: dict, name: str) -> Spec:
     """The one place a run's spec is made: the network `name` (a `models` entry) and the config's
     training settings."""
-    return Spec(network=network(name), settings=settings(cfg))
+    return Spec(network=network(name), training=training(cfg))

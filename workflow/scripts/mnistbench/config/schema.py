@@ -4,9 +4,9 @@ depends on. Torch-free: the Snakefile, the train jobs' clients and the analysis 
 workflow/schemas/config.schema.yaml marks the keys that change a run's result with `x-run`:
 `result` for a setting that every run of one summary shares, `host` for one that each machine may
 set for itself (its cores). The mark is inherited by an object's keys, so a key added under
-`model` is a run setting with no other edit: it retimes the runs when it changes and keeps runs
+`training` is a run setting with no other edit: it retimes the runs when it changes and keeps runs
 made with other values out of one summary. `x-modes` names the modes a setting concerns, where
-it concerns only some (`model.amp_dtype`: only `amp`).
+it concerns only some (`training.amp_dtype`: only `amp`).
 """
 
 import functools
@@ -52,17 +52,17 @@ def run_keys(scope: str | None = None) -> list[str]:
 
 
 def get(cfg: dict, key: str):
-    """A dotted key's value in a config ('model.lr')."""
+    """A dotted key's value in a config ("training.lr")."""
     v = cfg
     for part in key.split("."):
         v = v[part]
     return v
 
 
-def model_settings() -> dict:
-    """{setting: (default, modes it concerns or None for every mode)} of every key under `model`."""
+def training_options() -> dict:
+    """{setting: (default, modes it concerns or None for every mode)} of every key under `training`."""
     return {
-        k.removeprefix("model."): (sub.get("default"), tuple(sub["x-modes"]) if "x-modes" in sub else None)
+        k.removeprefix("training."): (sub.get("default"), tuple(sub["x-modes"]) if "x-modes" in sub else None)
         for k, _, sub in _walk(load())
-        if k.startswith("model.")
+        if k.startswith("training.")
     }

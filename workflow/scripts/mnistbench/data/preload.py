@@ -70,7 +70,7 @@ def measure_transfer(x: torch.Tensor, device: str, rows=(1, 64, 4096, None), rep
     from mnistbench.measure.timing import StepClock, timed_epoch
 
     results = []
-    memories = ["pageable"] + (["pinned"] if devices.spec(device).pinned_memory else [])
+    memories = ["pageable"] + (["pinned"] if devices.traits(device).pinned_memory else [])
     sizes = sorted({len(x) if n is None else min(n, len(x)) for n in rows})
     clock = StepClock(device)
     clock.reserve(repeats + 1)

@@ -53,7 +53,7 @@ def _gpu_processes(device: str) -> set[int] | None:
     """PIDs of other processes with a context on this cuda device (NVML), or None where that cannot
     be known. This pipeline's idle warm workers are not counted: they hold a context but wait
     while this run holds the timed slot."""
-    if not devices.spec(device).nvml:
+    if not devices.traits(device).nvml:
         return None
     try:
         import pynvml

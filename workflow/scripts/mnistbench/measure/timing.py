@@ -26,8 +26,8 @@ class StepClock:
 
     def __init__(self, device: str, chunk: int | None = None):
         self.device = device
-        self.use_events = devices.spec(device).events  # marks are device events, read after one sync
-        self.chunk = chunk or devices.spec(device).mark_every
+        self.use_events = devices.traits(device).events  # marks are device events, read after one sync
+        self.chunk = chunk or devices.traits(device).mark_every
         self.events = []  # cuda events, made by reserve() (or the first epoch), reused by every epoch
         self.reset()
 

@@ -33,7 +33,7 @@ from mnistbench.collect import reference, uncertainty
 from mnistbench.collect.aggregate import check_settings, succeeded, summarise, usable
 from mnistbench.config import catalog, networks
 from mnistbench.config.catalog import MODES
-from mnistbench.config.devices import HOST, host_first
+from mnistbench.config.devices import CPU, cpu_first
 from mnistbench.measure import machines
 from mnistbench.report import words
 
@@ -225,7 +225,7 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: 
                 model=model,
                 mode=mode,
                 flop_per_sample=flop.get(model, math.nan),
-                limit_us=limit_us(flop.get(model, math.nan), gflops.get(host)) if device == HOST else math.nan,
+                limit_us=limit_us(flop.get(model, math.nan), gflops.get(host)) if device == CPU else math.nan,
                 input_nonzero_share=share,
                 effective_flop_per_sample=effective_flop(model, flop.get(model, math.nan), share),
                 a_us=a * 1e6,
@@ -304,9 +304,9 @@ def place_gflops(runs: pd.DataFrame, env: pd.DataFrame) -> dict:
     runs ran on)."""
     if "fma_gflops" not in env.columns or runs.empty:
         return {}
-    rate = pd.to_numeric(env[env["device"] == HOST].set_index("host")["fma_gflops"], errors="coerce").dropna()
+    rate = pd.to_numeric(env[env["device"] == CPU].set_index("host")["fma_gflops"], errors="coerce").dropna()
     out = {}
-    for place, g in runs[runs["device"] == HOST].groupby("host"):
+    for place, g in runs[runs["device"] == CPU].groupby("host"):
         hosts = [h for h in g.get("run_host", g["host"]).unique() if h in rate.index]
         if hosts:
             out[place] = float(rate[hosts[0]])
@@ -330,9 +330,9 @@ def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",), fit_reps: dict
     fit_reps = fit_replicates(runs, use) if fit_reps is None else fit_reps
     med = medians(runs, use)
     rows = []
-    for _, acc in fit[fit["device"] != HOST].iterrows():
+    for _, acc in fit[fit["device"] != CPU].iterrows():
         host, model, mode = acc["host"], acc["model"], acc["mode"]
-        cpu = fit[(fit["host"] == host) & (fit["device"] == HOST) & (fit["model"] == model) & (fit["mode"] == mode)]
+        cpu = fit[(fit["host"] == host) & (fit["device"] == CPU) & (fit["model"] == model) & (fit["mode"] == mode)]
         row = dict(host=host, device=acc["device"], model=model, mode=mode, a_us=acc["a_us"], b_us=acc["b_us"])
         if cpu.empty:
             row["note"] = f"no cpu run of {model} {mode} on {host} to compare with"
@@ -343,7 +343,7 @@ def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",), fit_reps: dict
         row.update(_fit_crossover(acc["a_us"], acc["b_us"], cpu["a_us"], cpu["b_us"]))
         acc_ab, cpu_ab = (
             fit_reps.get((host, acc["device"], model, mode)),
-            fit_reps.get((host, HOST, model, mode)),
+            fit_reps.get((host, CPU, model, mode)),
         )
         if acc_ab is not None and cpu_ab is not None:
             row.update(_crossover_interval(*acc_ab, *cpu_ab, row["verdict"]))
@@ -410,7 +410,7 @@ def _measured_crossover(med, host, device, model, mode, row) -> dict:
     sel = lambda d: med[  # noqa: E731
         (med["host"] == host) & (med["device"] == d) & (med["model"] == model) & (med["mode"] == mode)
     ]
-    both = sel(device).merge(sel(HOST), on="batch_size", suffixes=("", "_cpu")).sort_values("batch_size")
+    both = sel(device).merge(sel(CPU), on="batch_size", suffixes=("", "_cpu")).sort_values("batch_size")
     if both.empty:
         return dict(note="no batch size ran on both devices", fit_agrees=math.nan)
     faster = both["step_time_median_s"] < both["step_time_median_s_cpu"]
@@ -461,20 +461,20 @@ def speedup(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd.Dat
     ]
     if med.empty:
         return pd.DataFrame(columns=cols)
-    cpu = med[med["device"] == HOST].rename(columns={"step_time_median_s": "baseline_step_time_s"})
-    dev = med[med["device"] != HOST].merge(cpu.drop(columns="device"), on=["host", "model", "mode", "batch_size"])
-    dev = dev.assign(kind="device", baseline_device=HOST, baseline_mode=dev["mode"])
+    cpu = med[med["device"] == CPU].rename(columns={"step_time_median_s": "baseline_step_time_s"})
+    dev = med[med["device"] != CPU].merge(cpu.drop(columns="device"), on=["host", "model", "mode", "batch_size"])
+    dev = dev.assign(kind="device", baseline_device=CPU, baseline_mode=dev["mode"])
     refs = med.groupby("model")["mode"].agg(reference_mode).rename("baseline_mode").reset_index()
     base = med.merge(refs, left_on=["model", "mode"], right_on=["model", "baseline_mode"])
     base = base.drop(columns=["mode"]).rename(columns={"step_time_median_s": "baseline_step_time_s"})
     lad = med.merge(base, on=["host", "device", "model", "batch_size"])
     lad = lad.assign(kind="mode", baseline_device=lad["device"])
     fastest = med.loc[med.groupby(["host", "device", "model", "batch_size"])["step_time_median_s"].idxmin()]
-    top_cpu = fastest[fastest["device"] == HOST].rename(
+    top_cpu = fastest[fastest["device"] == CPU].rename(
         columns={"step_time_median_s": "baseline_step_time_s", "mode": "baseline_mode"}
     )
-    top = fastest[fastest["device"] != HOST].merge(top_cpu.drop(columns="device"), on=["host", "model", "batch_size"])
-    top = top.assign(kind="best", baseline_device=HOST)
+    top = fastest[fastest["device"] != CPU].merge(top_cpu.drop(columns="device"), on=["host", "model", "batch_size"])
+    top = top.assign(kind="best", baseline_device=CPU)
     out = pd.concat([dev, lad, top], ignore_index=True).rename(columns={"step_time_median_s": "step_time_s"})
     out["speedup"] = out["baseline_step_time_s"] / out["step_time_s"]
     ratios = [
@@ -526,11 +526,11 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
         g = med[(med["host"] == host) & (med["model"] == model)]
         if g.empty:
             continue
-        cpu = g[g["device"] == HOST]
-        for device in host_first(g["device"]):
+        cpu = g[g["device"] == CPU]
+        for device in cpu_first(g["device"]):
             d = g[g["device"] == device]
             sizes = sorted(set(d["batch_size"]))
-            both = [b for b in sizes if b in set(cpu["batch_size"])] if device != HOST else []
+            both = [b for b in sizes if b in set(cpu["batch_size"])] if device != CPU else []
             measured, ratio, mine = {}, {}, []
             for b in sizes:
                 here = d[d["batch_size"] == b]
@@ -544,7 +544,7 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
                     c = cpu[cpu["batch_size"] == b]
                     c_top = c.loc[c["step_time_median_s"].idxmin()]
                     measured[b] = c_top["step_time_median_s"] / top["step_time_median_s"]
-                    ratio[b] = _best(reps, host, HOST, model, c["mode"], b) / best
+                    ratio[b] = _best(reps, host, CPU, model, c["mode"], b) / best
                     row.update(cpu_best_mode=c_top["mode"], over_cpu_best=measured[b])
                     row["over_cpu_best_lo"], row["over_cpu_best_hi"] = uncertainty.interval(ratio[b])
                 mine.append(row)
@@ -720,7 +720,7 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
     rows = []
     for host in machines.by_name(runs["host"]):
         h = runs[runs["host"] == host]
-        for device in host_first(h["device"]):
+        for device in cpu_first(h["device"]):
             sizes = sorted(set(h[h["device"] == device]["batch_size"]))
             for model in by_size(h[h["device"] == device]):
                 for point, b in dict.fromkeys([("smallest", sizes[0]), ("largest", sizes[-1])]):
@@ -759,7 +759,7 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
                                 over_seed_hi=over_hi,
                                 same_as_best=uncertainty.same_within_noise(step[mode] / step[top]),
                                 limit_samples_per_s=1e6 / limit_us(flop.get(model, math.nan), gflops.get(host))
-                                if device == HOST
+                                if device == CPU
                                 else math.nan,
                             )
                         )
@@ -774,13 +774,13 @@ def _over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
     for c in ("over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"):
         lad[c] = math.nan
     for (host, model, b), g in lad.groupby(["host", "model", "batch_size"]):
-        cpu = g[g["device"] == HOST]
+        cpu = g[g["device"] == CPU]
         if cpu.empty:
             continue
         c = cpu.loc[cpu["samples_per_s"].idxmax()]
-        for device, d in g[g["device"] != HOST].groupby("device"):
+        for device, d in g[g["device"] != CPU].groupby("device"):
             a = d.loc[d["samples_per_s"].idxmax()]
-            ratio = _reps(reps, host, HOST, model, c["mode"], b) / _reps(reps, host, device, model, a["mode"], b)
+            ratio = _reps(reps, host, CPU, model, c["mode"], b) / _reps(reps, host, device, model, a["mode"], b)
             lad.loc[a.name, ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"]] = [
                 a["samples_per_s"] / c["samples_per_s"],
                 *uncertainty.interval(ratio),

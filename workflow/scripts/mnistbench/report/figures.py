@@ -25,7 +25,7 @@ from mnistbench import files
 from mnistbench.collect import uncertainty  # noqa: E402
 from mnistbench.collect.aggregate import succeeded, usable  # noqa: E402
 from mnistbench.config.catalog import FIGURES, MODES  # noqa: E402
-from mnistbench.config.devices import HOST, KINDS, host_first, spec  # noqa: E402
+from mnistbench.config.devices import CPU, KINDS, cpu_first, traits  # noqa: E402
 from mnistbench.measure import machines
 from mnistbench.report.analysis import PLACE_KEYS, by_size  # noqa: E402
 from mnistbench.report.words import bs, flop, rate, times, us, with_ci  # noqa: E402
@@ -53,13 +53,13 @@ PHASE_COLOR = dict(zip(PHASES, sns.color_palette("Set2", len(PHASES))))
 
 def device_color(device: str):
     """The device kind's colour (devices.KINDS); further devices of a kind get lighter shades."""
-    base = np.array(spec(device).color)
+    base = np.array(traits(device).color)
     n = int(device.split(":")[1]) if ":" in device else 0
     return tuple(base + (1 - base) * min(0.6, 0.2 * n))  # cuda:1, cuda:2 ... lighter
 
 
 def device_marker(device: str) -> str:
-    return spec(device).marker
+    return traits(device).marker
 
 
 def ladder_order(modes) -> list:
@@ -187,7 +187,7 @@ def place_label(df, host) -> str:
 
 def host_device_panels(df) -> list:
     """(host, device) pairs, hosts sorted (reference machines last), the cpu first within a host."""
-    return [(h, d) for h in hosts_of(df) for d in host_first(df[df["host"] == h]["device"])]
+    return [(h, d) for h in hosts_of(df) for d in cpu_first(df[df["host"] == h]["device"])]
 
 
 def host_model_panels(df) -> list:
@@ -233,7 +233,7 @@ def machine_dots(ax, p: pd.DataFrame, value: str, larger_is_faster: bool = True)
 
 def device_model_panels(df) -> list:
     """(device, network) pairs: the cpu first, the networks in the table's order."""
-    return [(d, m) for d in host_first(df["device"]) for m in dict.fromkeys(df[df["device"] == d]["model"])]
+    return [(d, m) for d in cpu_first(df["device"]) for m in dict.fromkeys(df[df["device"] == d]["model"])]
 
 
 def ladder_machines(lad: pd.DataFrame) -> plt.Figure:
@@ -366,20 +366,20 @@ def map_machines(m: pd.DataFrame) -> plt.Figure:
     (fastest at the top), a column per network; each cell the best accelerator mode over the best
     cpu mode at the largest batch size and the batch size from which it wins (or the cpu's best
     samples/s there)."""
-    accelerators = [d for d in host_first(m["device"]) if d != HOST]
-    panels = accelerators or [HOST]
+    accelerators = [d for d in cpu_first(m["device"]) if d != CPU]
+    panels = accelerators or [CPU]
     order_net = list(dict.fromkeys(m.sort_values(["flop_per_sample", "model"])["model"]))
     n = min(MAX_SHOWN, m["host"].nunique())
     fig, axes = grid(len(panels), 2, size=(3.5 + 1.6 * len(order_net), rows_height(n)))
     for ax, device in zip(axes, panels):
         p = m[m["device"] == device]
         p = p[p["batch_size"] == p["batch_size"].max()]
-        value = "over_cpu_best" if device != HOST else "samples_per_s"
+        value = "over_cpu_best" if device != CPU else "samples_per_s"
         table = p.pivot_table(index="host", columns="model", values=value, aggfunc="first")
         table = table.reindex(columns=[o for o in order_net if o in table.columns])
         order, note = fastest_first(table[table.columns[0]])
         table = table.reindex(order)
-        if device != HOST:
+        if device != CPU:
             wins = p.pivot_table(index="host", columns="model", values="wins_from", aggfunc="first")
             wins = wins.reindex(index=order, columns=table.columns)
             annot = pd.DataFrame(
@@ -399,7 +399,7 @@ def map_machines(m: pd.DataFrame) -> plt.Figure:
             annot=annot,
             fmt="",
             cmap=cmap,
-            center=0 if device != HOST else None,
+            center=0 if device != CPU else None,
             ax=ax,
             linewidths=0.5,
             cbar_kws={"label": bar},
@@ -407,9 +407,7 @@ def map_machines(m: pd.DataFrame) -> plt.Figure:
         )
         ax.set_yticks(np.arange(len(order)) + 0.5, [place_label(p, h) for h in order], rotation=0, fontsize=8)
         b = bs(p["batch_size"].max()) if len(p) else ""
-        what = (
-            f"best {device} over best cpu" if device != HOST else "no accelerator ran: the cpu's best mode, samples/s"
-        )
+        what = f"best {device} over best cpu" if device != CPU else "no accelerator ran: the cpu's best mode, samples/s"
         ax.set_title(f"{what}, batch {b}{note}", fontsize=10)
         ax.set(xlabel="network", ylabel="machine (fastest first)")
     fig.suptitle(f"Where the accelerator wins, per network, on {m['host'].nunique()} machines", wrap=True)
@@ -427,7 +425,7 @@ def cost_machines(f: pd.DataFrame) -> plt.Figure:
     for ax, (device, model) in zip(axes, panels):
         p = f[(f["device"] == device) & (f["model"] == model)]
         note = machine_dots(ax, p, "b_us", larger_is_faster=False)
-        if "limit_us" in p.columns and device == HOST and p["limit_us"].notna().any():
+        if "limit_us" in p.columns and device == CPU and p["limit_us"].notna().any():
             rows = {t.get_text(): i for i, t in enumerate(ax.get_yticklabels())}
             lim = p.drop_duplicates("host")
             names = {h: place_label(p, h) for h in lim["host"]}
@@ -499,7 +497,7 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
     )
     for row, (host, model) in zip(axes, rows):
         h = lad[(lad["host"] == host) & (lad["model"] == model)]
-        devices = host_first(h["device"])
+        devices = cpu_first(h["device"])
         width = 0.8 / len(devices)
         for ax, point in zip(row, points):
             p = h[h["point"] == point]
@@ -517,7 +515,7 @@ def ladder(lad: pd.DataFrame) -> plt.Figure:
                 labels = [times(v) if np.isfinite(v) else "" for v in d["over_seed"]]
                 ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
                 interval_bars(ax, pos, d)
-            lim = p[p["device"] == HOST]["limit_samples_per_s"] if "limit_samples_per_s" in p else p.iloc[:0, 0]
+            lim = p[p["device"] == CPU]["limit_samples_per_s"] if "limit_samples_per_s" in p else p.iloc[:0, 0]
             lim = pd.to_numeric(lim, errors="coerce").dropna()
             if len(lim):  # the dense limit: a mode that skips arithmetic (sparse) can stand above it
                 line = ax.axhline(
@@ -562,7 +560,7 @@ def ladder_finding(lad: pd.DataFrame) -> str:
     host = hosts_of(lad)[0]
     h = lad[lad["host"] == host]
     h = h[h["model"] == h["model"].iloc[0]]
-    for device in host_first(h["device"]):
+    for device in cpu_first(h["device"]):
         s = h[(h["device"] == device) & (h["point"] == "smallest")]
         top = s.loc[s["samples_per_s"].idxmax()] if len(s) else None
         if top is not None and np.isfinite(top["over_seed"]):
@@ -570,7 +568,7 @@ def ladder_finding(lad: pd.DataFrame) -> str:
             parts.append(f"{device}: {factor} from the beginner's code at batch {top['batch_size']} ({top['mode']})")
         elif top is not None:
             parts.append(f"{device}: best at batch {top['batch_size']} is {top['mode']}")
-    accelerators = [d for d in host_first(h["device"]) if d != HOST]
+    accelerators = [d for d in cpu_first(h["device"]) if d != CPU]
     for device in accelerators[:1]:
         for point in ("smallest", "largest"):
             a = h[(h["device"] == device) & (h["point"] == point) & h["over_cpu_best"].notna()]
@@ -602,7 +600,7 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",)) -> plt.Figur
         return throughput_machines(ok)
     panels = host_model_panels(ok)
     hosts, models = {h for h, _ in panels}, {m for _, m in panels}
-    devices = host_first(ok["device"])
+    devices = cpu_first(ok["device"])
     hue = "device" if len(devices) > 1 else "mode"
     if hue == "mode":
         title = f"Training throughput by mode on {devices[0]}"
@@ -754,18 +752,18 @@ def map_(m: pd.DataFrame) -> plt.Figure:
     # A place's accelerators, or where it has none its cpu alone; reference machines after this run.
     panels = []
     for h in hosts_of(m):
-        devices = [d for d in host_first(m[m["host"] == h]["device"]) if d != HOST]
-        panels += [(h, d) for d in devices] or [(h, HOST)]
+        devices = [d for d in cpu_first(m[m["host"] == h]["device"]) if d != CPU]
+        panels += [(h, d) for d in devices] or [(h, CPU)]
     hosts = {h for h, _ in panels}
     sizes = sorted(set(m["batch_size"]))
     order = list(dict.fromkeys(m.sort_values(["flop_per_sample", "model"])["model"]))
     fig, axes = grid(len(panels), 2, size=(1.6 + 0.9 * len(sizes), 1.4 + 0.55 * len(order)))
     for ax, (host, device) in zip(axes, panels):
         p = m[(m["host"] == host) & (m["device"] == device)]
-        value = "over_cpu_best" if device != HOST else "samples_per_s"
+        value = "over_cpu_best" if device != CPU else "samples_per_s"
         table = p.pivot_table(index="model", columns="batch_size", values=value, aggfunc="first")
         table = table.reindex(index=[o for o in order if o in table.index], columns=sizes)
-        if device != HOST:
+        if device != CPU:
             annot = table.map(lambda v: "" if not np.isfinite(v) else times(v))
             sns.heatmap(
                 np.log2(table),
@@ -824,9 +822,9 @@ def map_finding(m: pd.DataFrame, panels) -> str:
     from which batch size, or that no accelerator ran (and then what the first reference
     machine's accelerator does)."""
     host, device = panels[0]
-    if device == HOST:
+    if device == CPU:
         title = f"No accelerator ran on {host}: the cpu's side of the map only"
-        beside = [(h, d) for h, d in panels[1:] if d != HOST]
+        beside = [(h, d) for h, d in panels[1:] if d != CPU]
         return title + (f"; beside it, {beside[0][0]}: {map_finding(m, beside)}" if beside else "")
     p = m[(m["host"] == host) & (m["device"] == device)].drop_duplicates("model")
     p = p.sort_values("flop_per_sample")
@@ -872,7 +870,7 @@ def cost(fits: pd.DataFrame) -> plt.Figure:
                 bars = ax.errorbar(g["flop_per_sample"], g["b_us"], yerr=err, fmt="none", ecolor=colour, elinewidth=1)
                 bars.lines[2][0].set_gid("interval")
         lim = (
-            h[(h["device"] == HOST) & h["limit_us"].notna()].drop_duplicates("model") if "limit_us" in h else h.iloc[:0]
+            h[(h["device"] == CPU) & h["limit_us"].notna()].drop_duplicates("model") if "limit_us" in h else h.iloc[:0]
         )
         if len(lim):
             (line,) = ax.plot(
@@ -903,7 +901,7 @@ def cost(fits: pd.DataFrame) -> plt.Figure:
 def cost_finding(f: pd.DataFrame) -> str:
     """The cost figure's title: on the first place's cpu, how much of the fastest mode's cost per
     sample the arithmetic explains at the smallest and the largest network."""
-    h = f[(f["host"] == machines.by_name(f["host"])[0]) & (f["device"] == HOST)]
+    h = f[(f["host"] == machines.by_name(f["host"])[0]) & (f["device"] == CPU)]
     if h.empty or "limit_us" not in h or h["limit_us"].isna().all() or h["model"].nunique() < 2:
         return "Cost per sample (b of step time = a + b·batch) against FLOP per sample"
     best = h.loc[h.groupby("model")["b_us"].idxmin()].sort_values("flop_per_sample")
@@ -983,7 +981,7 @@ def accuracy(epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",))
     med["batch"] = med["batch_size"].map(lambda b: f"batch {b}")
     batches = [f"batch {b}" for b in sorted(set(med["batch_size"]))]
     order = by_size(runs[runs["model"].isin(set(med["model"]))])
-    panels = [(h, m, d) for h in machines.by_name(med["host"]) for m in order for d in host_first(med["device"])]
+    panels = [(h, m, d) for h in machines.by_name(med["host"]) for m in order for d in cpu_first(med["device"])]
     panels = [
         (h, m, d) for h, m, d in panels if ((med["host"] == h) & (med["model"] == m) & (med["device"] == d)).any()
     ]
@@ -1035,7 +1033,7 @@ def bandwidth(transfer: pd.DataFrame) -> plt.Figure:
     if transfer.empty:
         return note_figure(title, "No copy timings.")
     t = transfer.copy()
-    t["target"] = t["device"].where(t["device"] != HOST, "cpu (host memcpy)")
+    t["target"] = t["device"].where(t["device"] != CPU, "cpu (host memcpy)")
     if t["host"].nunique() > MAX_LEGEND:  # machines pooled per device: a band, not a legend of hosts
         t = t.assign(target=t["target"] + f" ({t['host'].nunique()} machines)")
     elif t["host"].nunique() > 1:
@@ -1043,7 +1041,7 @@ def bandwidth(transfer: pd.DataFrame) -> plt.Figure:
     colour = {tg: device_color(d) for tg, d in zip(t["target"], t["device"])}
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     memories = [m for m in ("pageable", "pinned") if m in set(t["memory"])]
-    order = [tg for d in host_first(t["device"]) for tg in dict.fromkeys(t[t["device"] == d]["target"])]
+    order = [tg for d in cpu_first(t["device"]) for tg in dict.fromkeys(t[t["device"] == d]["target"])]
     sns.lineplot(
         data=t,
         x="bytes",
@@ -1094,7 +1092,7 @@ def ops(prof: pd.DataFrame) -> plt.Figure:
         measures.append("kernel launches per step")
     sizes = sorted(set(ok["batch_size"]))
     modes = ladder_order(ok["mode"])
-    targets = [tg for d in host_first(ok["device"]) for tg in dict.fromkeys(ok[ok["device"] == d]["target"])]
+    targets = [tg for d in cpu_first(ok["device"]) for tg in dict.fromkeys(ok[ok["device"] == d]["target"])]
     colour = {tg: device_color(d) for tg, d in zip(ok["target"], ok["device"])}
     fig, axes = plt.subplots(
         len(measures),

@@ -9,7 +9,7 @@ from matplotlib.ticker import EngFormatter
 
 from mnistbench.collect.aggregate import kept_over_all, succeeded
 from mnistbench.config import catalog
-from mnistbench.config.devices import HOST, host_first, kind
+from mnistbench.config.devices import CPU, cpu_first, kind
 from mnistbench.measure.machines import by_name, natural
 from mnistbench.measure.slowed import SLOWED
 
@@ -154,7 +154,7 @@ def place_headline(tables: dict, label: str = "", hosts=None) -> list[str]:
     out = []
     for host in by_name(lad["host"]) if hosts is None else hosts:
         h = lad[lad["host"] == host]
-        for device in host_first(h["device"]):
+        for device in cpu_first(h["device"]):
             for model in networks_of(h[h["device"] == device]):
                 small, large = best(lad, host, device, model, "smallest"), best(lad, host, device, model, "largest")
                 g = h[(h["device"] == device) & (h["model"] == model) & (h["point"] == "smallest")]
@@ -177,11 +177,11 @@ def place_headline(tables: dict, label: str = "", hosts=None) -> list[str]:
                     factor = f": {over_seed(large)} the beginner's code at that batch" if len(seed) else ""
                     words.append(f"At batch {large['batch_size']} the best is {mode_rate(large, lad)}{factor}.")
                 out.append(" ".join(words))
-                if device == HOST and len(seed):
+                if device == CPU and len(seed):
                     out += limit(tables, host, model, seed.iloc[0], small)
-                if device == HOST:
+                if device == CPU:
                     out += sparse_limit(tables, lad, host, model)
-        for device in [d for d in host_first(h["device"]) if d != HOST]:
+        for device in [d for d in cpu_first(h["device"]) if d != CPU]:
             for model in networks_of(h[h["device"] == device]):
                 out += accelerator_vs_host(tables["speedup"], cross, host, device, model)
     return out
@@ -223,7 +223,7 @@ def overview(tables: dict, label: str = "") -> list[str]:
     At most MAX_HEADLINE bullets; every place's own headline is in its section."""
     lad = intervals(own(tables["ladder"], label))
     places = by_name(lad["host"])
-    kinds = list(dict.fromkeys(kind(d) for d in host_first(lad["device"])))
+    kinds = list(dict.fromkeys(kind(d) for d in cpu_first(lad["device"])))
     counts = ", ".join(f"{k}: {lad.loc[lad['device'].map(kind) == k, 'host'].nunique()}" for k in kinds)
     out = [
         f"{len(places)} machines ({counts}): "
@@ -251,7 +251,7 @@ def overview(tables: dict, label: str = "") -> list[str]:
                 out.append(f"{k}, {model}, {n} machines: " + " ".join(words))
     spd = own(tables["speedup"], label) if "reference" in tables["speedup"].columns else tables["speedup"]
     best_rows = spd[(spd["kind"] == "best") & spd["host"].isin(places)] if len(spd) else spd
-    for k in [k for k in kinds if k != HOST]:
+    for k in [k for k in kinds if k != CPU]:
         for model in networks_of(best_rows[best_rows["device"].map(kind) == k]) if len(best_rows) else []:
             g = best_rows[(best_rows["device"].map(kind) == k) & (best_rows["model"] == model)]
             g = g[g["batch_size"] == g["batch_size"].max()].sort_values("speedup", ascending=False, kind="stable")
@@ -278,7 +278,7 @@ def ranking_md(tables: dict, label: str = "") -> list[str]:
     first by the best mode at the smallest batch size, with the best at the largest beside it."""
     lad = intervals(own(tables["ladder"], label))
     lines = []
-    for k in dict.fromkeys(kind(d) for d in host_first(lad["device"])):
+    for k in dict.fromkeys(kind(d) for d in cpu_first(lad["device"])):
         for model in networks_of(lad[lad["device"].map(kind) == k]):
             small, large = ranked(lad, k, model, "smallest"), ranked(lad, k, model, "largest")
             if small.empty and large.empty:
@@ -306,7 +306,7 @@ def limit_of(tables: dict, host, model) -> float:
     if "limit_us" not in f.columns:
         return np.nan
     v = pd.to_numeric(
-        f[(f["host"] == host) & (f["device"] == HOST) & (f["model"] == model)]["limit_us"], errors="coerce"
+        f[(f["host"] == host) & (f["device"] == CPU) & (f["model"] == model)]["limit_us"], errors="coerce"
     )
     return float(v.dropna().iloc[0]) if v.notna().any() else np.nan
 
@@ -325,7 +325,7 @@ def limit(tables: dict, host, model, seed, top) -> list[str]:
     prof = tables["profile"]
     ops = ""
     if len(prof) and "ops_step" in prof.columns:
-        p = prof[(prof["host"] == host) & (prof["device"] == HOST) & (prof["mode"] == "seed")]
+        p = prof[(prof["host"] == host) & (prof["device"] == CPU) & (prof["mode"] == "seed")]
         if "model" in p.columns:
             p = p[p["model"] == model]
         p = succeeded(p)[lambda q: q["batch_size"] == b]
@@ -344,13 +344,13 @@ def sparse_limit(tables: dict, lad: pd.DataFrame, host, model) -> list[str]:
     """`sparse` at the smallest batch against the dense arithmetic limit, with what it skipped:
     the nonzero share of the training inputs and the FLOP per sample it does instead."""
     lim = limit_of(tables, host, model)
-    g = lad[(lad["host"] == host) & (lad["device"] == HOST) & (lad["model"] == model) & (lad["mode"] == "sparse")]
+    g = lad[(lad["host"] == host) & (lad["device"] == CPU) & (lad["model"] == model) & (lad["mode"] == "sparse")]
     g = g[g["point"] == "smallest"]
     f = tables["fits"]
     if not np.isfinite(lim) or g.empty or "effective_flop_per_sample" not in f.columns:
         return []
     r = g.iloc[0]
-    f = f[(f["host"] == host) & (f["device"] == HOST) & (f["model"] == model) & (f["mode"] == "sparse")]
+    f = f[(f["host"] == host) & (f["device"] == CPU) & (f["model"] == model) & (f["mode"] == "sparse")]
     if f.empty or not np.isfinite(f["input_nonzero_share"].iloc[0]):
         return []
     share, eff, dense = (
@@ -413,7 +413,7 @@ def network_sentences(m: pd.DataFrame, host) -> list[str]:
     for model in networks_of(h):
         g = h[h["model"] == model]
         size = flop(g["flop_per_sample"].iloc[0])
-        accelerators = [d for d in host_first(g["device"]) if d != HOST]
+        accelerators = [d for d in cpu_first(g["device"]) if d != CPU]
         for device in accelerators:
             d = g[g["device"] == device].sort_values("batch_size")
             r, last = d.iloc[0], d[d["over_cpu_best"].notna()]
@@ -437,7 +437,7 @@ def network_sentences(m: pd.DataFrame, host) -> list[str]:
             )
             lines.append(f"{model} ({size} per sample): {device}'s best mode beats the cpu's {when}{at}.")
         if not accelerators:
-            c = g[g["device"] == HOST].sort_values("batch_size")
+            c = g[g["device"] == CPU].sort_values("batch_size")
             if c.empty:
                 continue
             lo, hi = c.iloc[0], c.iloc[-1]
@@ -484,12 +484,12 @@ def findings(tables: dict, cfg: dict | None = None) -> dict:
         hf = fit[(fit["host"] == host) & fit["trusted"]]
         here = runs[runs["host"] == host]
         for model in list(dict.fromkeys(fit[fit["host"] == host]["model"])):
-            for device in host_first(here[here["model"] == model]["device"]):
+            for device in cpu_first(here[here["model"] == model]["device"]):
                 lines += fixed_cost(hf[(hf["device"] == device) & (hf["model"] == model)], host, device, model)
         hc = cross[cross["host"] == host]
         for _, c in hc.iterrows():
             lines += crossover(c, host)
-        if hc.empty and set(runs[runs["host"] == host]["device"]) == {HOST}:
+        if hc.empty and set(runs[runs["host"] == host]["device"]) == {CPU}:
             lines.append(f"Only the cpu ran on {host}, so there is no GPU crossover to report.")
         lines += slowed(succeeded(runs[runs["host"] == host]), host)
         lines += speedups(spd[spd["host"] == host])
@@ -634,9 +634,7 @@ def speedups(spd: pd.DataFrame) -> list[str]:
 
 
 def dataloader(r) -> str:
-    copy = (
-        "a host memcpy of the batch (what collation copies)" if r["device"] == HOST else "the host→device copy itself"
-    )
+    copy = "a host memcpy of the batch (what collation copies)" if r["device"] == CPU else "the host→device copy itself"
     return (
         f"DataLoader on {r['device']} ({r['model']}) at batch {r['batch_size']}: {us(r['dataloader_step_us'])} per step vs "
         f"{us(r['module_step_us'])} for module, so feeding from host memory takes {share(r)} "
@@ -654,7 +652,7 @@ def copies(bw: pd.DataFrame, host) -> list[str]:
                 f"{pg['largest_gb_per_s'].iloc[0]:.3g} GB/s pageable ({times(r['pinned_over_pageable'])}) for "
                 f"{r['largest_bytes'] / 1e6:.3g} MB; a copy's fixed latency is {us(r['latency_us'])}."
             )
-    for _, r in bw[bw["device"] == HOST].iterrows():
+    for _, r in bw[bw["device"] == CPU].iterrows():
         lines.append(
             f"Host memcpy baseline on {host}: {r['largest_gb_per_s']:.3g} GB/s for {r['largest_bytes'] / 1e6:.3g} MB."
         )
@@ -663,7 +661,7 @@ def copies(bw: pd.DataFrame, host) -> list[str]:
 
 def ops(prof: pd.DataFrame) -> list[str]:
     lines = []
-    for device in host_first(prof["device"]) if len(prof) else []:
+    for device in cpu_first(prof["device"]) if len(prof) else []:
         d = prof[prof["device"] == device]
         for model in dict.fromkeys(d["model"]):
             m = d[d["model"] == model]
@@ -960,7 +958,7 @@ def breakdown_page(ok: pd.DataFrame) -> str:
     lines = [
         f"- {r['host']} {r['device']} {r['model']} {r['mode']} batch {r['batch_size']}: transfer {us(r['transfer_us'])}, "
         f"forward {us(r['forward_us'])}, backward {us(r['backward_us'])}, optimizer {us(r['optimizer_us'])}"
-        + ("" if r["device"] == HOST else f", device wait {us(r['wait_us'])}")
+        + ("" if r["device"] == CPU else f", device wait {us(r['wait_us'])}")
         + f"; profiled {us(r['step_us_profiled'])} per step vs {us(r['step_us_plain'])} without the profiler."
         for _, r in ok[ok["mode"].isin(["module", "dataloader"])].iterrows()
     ]

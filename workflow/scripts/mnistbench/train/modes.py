@@ -249,7 +249,7 @@ class DataLoaderMode(Module):
         b = self.batch_size
         order = perm.tolist()
         batches = [order[i : i + b] for i in range(0, len(order) - b + 1, b)]
-        pin = devices.spec(self.device).pinned_memory
+        pin = devices.traits(self.device).pinned_memory
         loader = torch.utils.data.DataLoader(ds, batch_sampler=batches, pin_memory=pin, num_workers=0)
         return ((x.to(self.device, non_blocking=pin), y.to(self.device, non_blocking=pin), None) for x, y in loader)
 
@@ -334,7 +334,7 @@ class Compiled(Mode):
             self.cnet = torch.compile(self.net, dynamic=False)
             return
         loss, lr, b = self.loss, self.lr, self.batch_size
-        one = devices.is_host(self.device) and b == 1
+        one = devices.is_cpu(self.device) and b == 1
         self.steps_per_call = self.UNROLL if one else 1
 
         def sgd_step(p, x, t):
@@ -400,11 +400,11 @@ class Amp(Module):
     def __init__(self, *args):
         super().__init__(*args)
         self.kind = devices.kind(self.device)
-        if not devices.is_host(self.device):
+        if not devices.is_cpu(self.device):
             # The fused SGD reads the scaler's overflow flag on the device; with the default one
             # GradScaler.step fetches it to the host (a sync every step).
             self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr, fused=True)
-        self.dtype = devices.autocast_dtype(self.device, self.spec.settings["amp_dtype"])
+        self.dtype = devices.autocast_dtype(self.device, self.spec.training["amp_dtype"])
         self.scaler = torch.amp.GradScaler(self.kind, enabled=self.dtype == torch.float16)
 
     def step(self, batch):

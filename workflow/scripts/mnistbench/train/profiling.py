@@ -49,7 +49,7 @@ LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cu
 
 def profile_device(cfg, data_path, device, networks, modes, batch_sizes, steps=10, warmup=5, log=print) -> list[dict]:
     """One row per network x mode x batch size that can exist on `device`."""
-    if not devices.spec(device).profiler:
+    if not devices.traits(device).profiler:
         # Kineto probes for GPUs even when only the cpu is profiled and prints an error line
         # where there is none; nothing it reports at this level concerns a cpu-only profile.
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -124,7 +124,7 @@ def profile_one(cfg, s, tensors, device, mode, b, steps, warmup) -> dict:
 
         trainer.backward = backward
 
-    host = devices.is_host(device)
+    host = devices.is_cpu(device)
     with profile(activities=devices.profiler_activities(device)) as prof:
         for _ in range(steps):
             with record_function("mnistbench::batch"):
@@ -134,7 +134,7 @@ def profile_one(cfg, s, tensors, device, mode, b, steps, warmup) -> dict:
             if not host:  # on the cpu there is nothing to wait for
                 with record_function("mnistbench::wait"):
                     devices.synchronize(device)
-    out = split_steps(prof.events(), steps, kernels_launched=devices.spec(device).profiler is not None)
+    out = split_steps(prof.events(), steps, kernels_launched=devices.traits(device).profiler is not None)
     out["step_us_plain"] = statistics.median(plain) * 1e6
     # Per training step, not per call.
     return {key: v / k if key in PER_STEP else v for key, v in out.items()}

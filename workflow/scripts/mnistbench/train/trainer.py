@@ -178,13 +178,13 @@ def went_wrong(initial_loss: float, final_loss: float, accuracy: float, chance: 
     """Why a run's training went wrong (its status is then `diverged`), or None: a loss that is not
     finite, that blew up, or that rose while the test accuracy stayed at chance."""
     if not math.isfinite(final_loss):
-        return f"training loss is {final_loss}; lower model.lr"
+        return f"training loss is {final_loss}; lower training.lr"
     if final_loss > BLOWUP * initial_loss:
-        return f"training loss rose from {initial_loss:.3g} to {final_loss:.3g}; lower model.lr"
+        return f"training loss rose from {initial_loss:.3g} to {final_loss:.3g}; lower training.lr"
     if accuracy <= chance and final_loss > ROSE * initial_loss:
         return (
             f"test accuracy {accuracy:.3f} is chance and the loss rose from {initial_loss:.3g} to {final_loss:.3g}; "
-            "lower model.lr"
+            "lower training.lr"
         )
     return None
 
@@ -238,7 +238,7 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
             if time_to_target is None and acc >= cfg["target_accuracy"]:
                 time_to_target = cum
             if not math.isfinite(test_loss):
-                out.update(status="diverged", message=f"loss became {test_loss} in epoch {epoch}; lower model.lr")
+                out.update(status="diverged", message=f"loss became {test_loss} in epoch {epoch}; lower training.lr")
                 out.update(first_epoch_s=epoch_times[0], total_train_s=cum, test_loss=test_loss)
                 break
         else:
@@ -248,7 +248,7 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
             if not math.isfinite(last_loss):
                 out.update(
                     status="diverged",
-                    message=f"loss became {last_loss} in the extra timing epochs; lower model.lr or min_timed_s",
+                    message=f"loss became {last_loss} in the extra timing epochs; lower training.lr or min_timed_s",
                     first_epoch_s=epoch_times[0],
                     total_train_s=cum,
                     test_loss=last_loss,
@@ -370,7 +370,7 @@ def main(argv=None):
     p.add_argument("--retime", type=int, default=DEFAULTS["retime"], help="timings made again when noisy")
     p.add_argument("--loss", default="cross_entropy", choices=nets.LOSSES)
     p.add_argument("--init", default="default", choices=["default", "seed"])
-    p.add_argument("--lr", type=float, default=DEFAULTS["model"]["lr"])
+    p.add_argument("--lr", type=float, default=DEFAULTS["training"]["lr"])
     p.add_argument("--out", default="run.csv")
     a = p.parse_args(argv)
     cfg = dict(
@@ -382,7 +382,7 @@ def main(argv=None):
         min_timed_s=a.min_timed_s,
         cpu_threads=a.threads,
         retime=a.retime,
-        model=dict(DEFAULTS["model"], loss=a.loss, init=a.init, lr=a.lr),
+        training=dict(DEFAULTS["training"], loss=a.loss, init=a.init, lr=a.lr),
     )
     try:
         row, record = train(cfg, a.data, a.device, a.model, a.mode, a.batch_size, a.repeat)
