@@ -39,14 +39,17 @@ if not workflow.remote_exec:
 onstart:
     check_writable("results", "logs")
     check_devices_here()
+    if not workflow.remote_exec:
+        drop_corrupt(rules.preload.output.tensors, rules.preload.output.checksum)
 
 
 # Every run's files are targets too: Snakemake does not rebuild a missing input of an output that
 # is present, so a run whose files were deleted (to redo it) is retrained by a plain rerun, and
-# aggregate, now older than it, follows.
+# aggregate, now older than it, follows. So is the preloaded data: a removed copy is rebuilt.
 rule all:
     default_target: True
     input:
+        rules.preload.output.tensors,
         run_files("csv"),
         run_files("json"),
         "results/summary/runs.csv",

@@ -29,7 +29,7 @@ import yaml  # noqa: E402
 from mnistbench.collect import uncertainty  # noqa: E402
 from mnistbench.data import synthetic  # noqa: E402
 from mnistbench.measure import machines  # noqa: E402
-from mnistbench.report import analysis  # noqa: E402
+from mnistbench.report import tables as tbl  # noqa: E402
 
 # Only proves the script works end to end (used by the tests): too small to judge anything.
 QUICK = dict(
@@ -61,7 +61,7 @@ def replicates(runs: pd.DataFrame, name: str) -> dict:
     own: both runs hold the same keys, and replicates seeded by the key alone would draw the same
     shift between processes in both, so that run 2 / run 1 would lose it and its interval would
     be far too narrow."""
-    return analysis.replicates(runs, stream=name)
+    return tbl.replicates(runs, stream=name)
 
 
 def medians(reps: dict) -> dict:
@@ -73,7 +73,7 @@ def ladder_ratios(runs: pd.DataFrame, med: dict) -> dict:
     the smallest and the largest batch size of each device: the factors the headline and the
     ladder figure quote."""
     out = {}
-    lad = analysis.ladder(runs)
+    lad = tbl.ladder(runs)
     for _, r in lad[lad["mode"] != "seed"].iterrows():
         seed = med.get((r["host"], r["device"], r["model"], "seed", int(r["batch_size"])))
         own = med.get((r["host"], r["device"], r["model"], r["mode"], int(r["batch_size"])))

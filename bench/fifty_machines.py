@@ -22,9 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import pandas as pd  # noqa: E402
-from mnistbench.collect import aggregate
+from mnistbench.collect import aggregate  # noqa: E402
 from mnistbench.config import catalog, schema  # noqa: E402
-from mnistbench.report import analysis, figures
+from mnistbench.report import figures  # noqa: E402
+from mnistbench.report import summary as analysis  # noqa: E402
 from mnistbench.train.records import COLUMNS  # noqa: E402
 from PIL import Image  # noqa: E402
 
@@ -130,12 +131,12 @@ def run(src: Path, work: Path, n: int) -> None:
     )
     ana_out = Paths({name: out / "summary" / f"{name}.csv" for name in catalog.TABLES})
     ana_out.update({f"rst_{name}": out / "summary" / "report" / f"{name}.rst" for name in [*catalog.FIGURES, "answer"]})
-    ana_out["summary_md"] = out / "summary.md"
+    ana_out["summary_md"], ana_out["facts"] = out / "summary.md", out / "summary" / "facts.json"
     t0, c0 = time.perf_counter(), time.process_time()
     analysis.run(ana_in, ana_out, cfg, log=quiet)
     times["analyse"], cpu["analyse"] = time.perf_counter() - t0, time.process_time() - c0
 
-    fig_in = Paths({name: out / "summary" / f"{name}.csv" for name in catalog.inputs()})
+    fig_in = Paths({name: out / "summary" / f"{name}.csv" for name in catalog.inputs()}, facts=ana_out["facts"])
     fig_out = Paths({name: out / "figures" / f"{name}.png" for name in catalog.FIGURES})
     f = cfg["figures"]
     t0, c0 = time.perf_counter(), time.process_time()

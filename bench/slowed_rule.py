@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from mnistbench.collect import uncertainty
 from mnistbench.collect.aggregate import MACHINE_KEYS, read_runs, usable  # noqa: E402
-from mnistbench.report import words  # noqa: E402
+from mnistbench.report import numbers  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -55,10 +55,10 @@ def main(argv=None) -> int:
             judged += 1
             differ += bool(hi < 1 or lo > 1)
         machine, device, model, mode, batch = key
-        text = words.with_ci(med, lo, hi, lambda x: f"{x:.3f}")
+        text = numbers.with_interval(numbers.num(med, lo, hi), lambda x: f"{x:.3f}")
         print(
             f"{str(machine)[:24]:<24} {device:<8} {model:<16} {mode:<11} {batch:>6} {len(g):>4}  {text:<16} "
-            f"{words.pct(pd.to_numeric(g['slowed_share'], errors='coerce').median())}"
+            f"{numbers.pct(pd.to_numeric(g['slowed_share'], errors='coerce').median())}"
         )
     ratios = np.array(ratios)
     print(

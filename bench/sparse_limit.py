@@ -30,7 +30,7 @@ import time
 import numpy as np
 import torch
 from common import NETWORK, config, prepared
-from mnistbench.report.analysis import effective_flop
+from mnistbench.report.tables import effective_flop
 from mnistbench.train import kernel
 from mnistbench.train.native import nonzero_share
 

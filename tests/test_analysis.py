@@ -15,7 +15,8 @@ import torch
 from conftest import REPO, edited, jobs, own_workdir, snakemake
 from mnistbench.collect import aggregate
 from mnistbench.config import depends, networks
-from mnistbench.report import analysis, figures, words
+from mnistbench.report import copies, figures, summary, words
+from mnistbench.report import tables as tbl
 from mnistbench.train import profiling, records
 
 GRID = [1, 4, 16, 64, 256, 1024, 4096]  # a batch-size step is a factor of 4
@@ -90,6 +91,15 @@ def transfer_table(host="h1", cuda=True) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def findings(found, place) -> list[str]:
+    """The sentences of a place's findings (summary.md's section of the place)."""
+    return words.sentences(next(p for p in found["places"] if p["name"] == place)["findings"])
+
+
+def notes(found) -> list[str]:
+    return words.sentences(found["notes"])
+
+
 def analyse(runs, transfer=None, prof=None, gflops=None):
     """The analysis of synthetic runs; `gflops`: the measured peak rate of h1's cpu cores."""
     transfer = transfer_table(cuda=False) if transfer is None else transfer
@@ -110,7 +120,7 @@ def analyse(runs, transfer=None, prof=None, gflops=None):
             )
         ]
     )
-    return analysis.analyse(runs, transfer, prof, env, CFG)
+    return summary.analyse(runs, transfer, prof, env, CFG)
 
 
 # --- the fit ------------------------------------------------------------------------------------
@@ -120,7 +130,7 @@ def analyse(runs, transfer=None, prof=None, gflops=None):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fit_recovers_a_and_b_within_5_percent(a, b, seed):
     runs = synthetic_runs({("cpu", "module"): (a, b)}, seed=seed)
-    f = analysis.fits(runs).iloc[0]
+    f = tbl.fits(runs).iloc[0]
     assert f.a_us == pytest.approx(a, rel=0.05) and f.b_us == pytest.approx(b, rel=0.05)
     assert f.quality == "good" and f.n_batch_sizes == len(GRID) and f.note == ""
 
@@ -128,7 +138,7 @@ def test_fit_recovers_a_and_b_within_5_percent(a, b, seed):
 def test_fit_shrugs_off_an_outlier():
     runs = synthetic_runs({("cpu", "module"): (50.0, 1.0)}, seed=3)
     runs.loc[(runs.batch_size == 16) & (runs.repeat == 0), "step_time_median_s"] *= 5  # one run hit by a hiccup
-    f = analysis.fits(runs).iloc[0]
+    f = tbl.fits(runs).iloc[0]
     assert f.a_us == pytest.approx(50.0, rel=0.05) and f.b_us == pytest.approx(1.0, rel=0.05)
 
 
@@ -151,14 +161,14 @@ def test_crossover_within_one_batch_size_step_and_speedups():
     # The mode ladder: every mode over the reference (here module; seed did not run) on each device.
     lad = s[s.kind == "mode"]
     assert set(lad.baseline_mode) == {"module"} and set(lad["mode"]) == {"module", "manual"}
-    text = " ".join(found["h1"])
+    text = " ".join(findings(found, "h1"))
     assert "cuda is slower than cpu below batch size" in text and "module" in text
 
 
 def test_crossover_verdicts_for_lines_that_do_not_cross():
-    assert analysis._fit_crossover(10, 0.5, 40, 1.0)["verdict"] == "faster at every batch size"
-    assert analysis._fit_crossover(300, 1.5, 40, 1.0)["verdict"] == "slower at every batch size"
-    r = analysis._fit_crossover(10, 2.0, 40, 1.0)
+    assert tbl.fit_crossover(10, 0.5, 40, 1.0)["verdict"] == "faster at every batch size"
+    assert tbl.fit_crossover(300, 1.5, 40, 1.0)["verdict"] == "slower at every batch size"
+    r = tbl.fit_crossover(10, 2.0, 40, 1.0)
     assert r["verdict"] == "faster below, slower above" and r["crossover_batch_size"] == pytest.approx(30)
 
 
@@ -170,17 +180,17 @@ def test_one_batch_size_gives_a_note_not_a_crash():
     tables, found = analyse(runs)
     f = tables["fits"]
     assert f.a_us.isna().all() and f.note.str.contains("only batch size 64 ran").all()
-    assert any("only batch size 64" in n for n in found[None])
-    pages = words.rst_pages(tables, found)
+    assert any("only batch size 64" in n for n in notes(found))
+    pages = words.pages(found, tables)
     assert "only batch size 64" in pages["answer"] and "DataLoader transfer share" in pages["answer"]
-    assert "only batch size 64" in words.summary_md(found, CFG, tables["environment"])
+    assert "only batch size 64" in words.summary_md(found)
 
 
 def test_every_report_page_belongs_to_a_figure_of_the_registry():
     """A page named for no figure would never reach the report (a renamed figure loses its words)."""
     runs = synthetic_runs({("cpu", "module"): (50.0, 1.0), ("cpu", "seed"): (120, 3.0)})
     tables, found = analyse(runs)
-    pages = words.rst_pages(tables, found)
+    pages = words.pages(found, tables)
     assert set(pages) - {"answer"} <= set(figures.FIGURES), set(pages) - {"answer"} - set(figures.FIGURES)
     assert all(pages[name].strip() for name in ("ladder", "throughput", "speedup"))
 
@@ -192,10 +202,10 @@ def test_all_failed_runs_give_a_note_not_a_crash():
     tables, found = analyse(runs)
     assert tables["fits"].note.str.contains("no successful run").all()
     assert tables["speedup"].empty and tables["crossover"].empty and tables["dataloader"].empty
-    assert found[None] and "No run succeeded" in found[None][0]
-    pages = words.rst_pages(tables, found)
+    assert notes(found) and "No run succeeded" in notes(found)[0]
+    pages = words.pages(found, tables)
     assert "No run succeeded" in pages["answer"]
-    assert "nothing to fit" in words.summary_md(found, CFG, tables["environment"])
+    assert "nothing to fit" in words.summary_md(found)
 
 
 def test_cpu_only_states_overhead_per_sample_cost_and_dataloader_share():
@@ -204,21 +214,22 @@ def test_cpu_only_states_overhead_per_sample_cost_and_dataloader_share():
     )
     tables, found = analyse(runs)
     assert tables["crossover"].empty
-    text = " ".join(found["h1"])
+    text = " ".join(findings(found, "h1"))
     assert "Only the cpu ran on h1" in text
     dl = tables["dataloader"].set_index("batch_size")
     # Known lines: the DataLoader adds 40 + 0.5·B µs to a step of 90 + 1.5·B.
     for b in GRID:
         assert dl.loc[b, "extra_share"] == pytest.approx((40 + 0.5 * b) / (90 + 1.5 * b), abs=0.05)
         assert 0 < dl.loc[b, "copy_us"] < dl.loc[b, "dataloader_step_us"]
-    answer = words.rst_pages(tables, found)["answer"]
+    answer = words.pages(found, tables)["answer"]
     assert "no GPU crossover" in answer and "DataLoader transfer share" in answer
+    fits_table = answer.split("**Fixed cost per step", 1)[1].split("**DataLoader", 1)[0]
     for mode in ("module", "dataloader", "seed"):
-        assert f"     - {mode}\n" in answer  # a row of the fits table for every mode
+        assert re.search(rf"^h1 +cpu +mlp-16-16 +{mode} ", fits_table, re.M), fits_table  # a row for every mode
     assert "50 µs" in answer and "1 µs" in answer  # module's a and b, as fitted
     # The fixed cost, the cost per sample and the batch size below which the fixed cost is more
     # than half a step (a / b = 50), each with its interval from the same resamples.
-    (line,) = [ln for ln in found["h1"] if ln.startswith("For module on cpu")]
+    (line,) = [ln for ln in findings(found, "h1") if ln.startswith("For module on cpu")]
     quoted = re.findall(r"([\d.,]+)(?: µs)? \(([\d.,]+)–([\d.,]+)(?: µs)?\)", line)
     assert len(quoted) == 3, line
     lo, hi = (float(v.replace(",", "")) for v in quoted[2][1:])
@@ -228,7 +239,7 @@ def test_cpu_only_states_overhead_per_sample_cost_and_dataloader_share():
 
 
 def test_bandwidth_pinned_vs_pageable():
-    bw = analysis.bandwidth(transfer_table()).set_index(["device", "memory"])
+    bw = copies.bandwidth(transfer_table()).set_index(["device", "memory"])
     assert bw.loc[("cuda", "pinned"), "fit_gb_per_s"] == pytest.approx(24, rel=0.02)
     assert bw.loc[("cuda", "pinned"), "latency_us"] == pytest.approx(8, rel=0.05)
     assert bw.loc[("cuda", "pinned"), "pinned_over_pageable"] > 3
@@ -384,7 +395,7 @@ def test_headline_names_the_ladder_and_the_arithmetic_limit():
     )
     runs["message"], runs["quality_note"] = "", ""
     tables, found = analyse(runs, gflops=52_672 / 410)  # a core whose limit for the seed's network is 0.41 µs
-    lines = words.headline(tables)
+    lines = words.sentences(found["headline"])
     first, second = lines[0], lines[1]
     seed1 = 1 / (221.4e-6)  # samples/s of seed at batch 1: one sample per (a + b) µs
     assert first.startswith("On h1, cpu, mlp-16-16:")
@@ -402,7 +413,7 @@ def test_headline_names_the_ladder_and_the_arithmetic_limit():
         re.search(r"µs\) per sample of mlp-16-16 on h1's cpu, ([0-9.]+)× \([0-9.]+–[0-9.]+×\)", second).group(1)
     )
     assert over == pytest.approx(221.4 / 0.41, rel=0.05)  # ~540x the limit
-    md = words.summary_md(found, CFG, tables["environment"], tables)
+    md = words.summary_md(found)
     assert md.index("## The headline") < md.index("## h1")
 
 
@@ -422,7 +433,7 @@ def test_sparse_is_set_against_the_dense_limit_with_what_it_skipped():
     assert f.loc["kernel", "effective_flop_per_sample"] == dense
     assert f.loc["sparse", "input_nonzero_share"] == 0.2 and np.isnan(f.loc["kernel", "input_nonzero_share"])
     assert tables["ladder"]["limit_samples_per_s"].dropna().unique() == pytest.approx([1e6 / 0.41])
-    line = next(s for s in words.headline(tables) if s.startswith("sparse takes"))
+    line = next(s for s in words.sentences(found["headline"]) if s.startswith("sparse takes"))
     took = float(re.search(r"sparse takes ([0-9.]+) µs", line).group(1))
     assert took == pytest.approx(0.25, rel=0.05)  # a + b at batch 1
     over = float(re.search(r"µs\) per sample at batch 1, ([0-9.]+)× ", line).group(1))
@@ -450,13 +461,13 @@ def test_headline_when_every_run_at_the_smallest_batch_was_left_out():
     runs["message"], runs["quality_note"] = "", ""
     runs.loc[runs.batch_size == 1, "quality"] = "noisy"
     tables, found = analyse(runs)
-    first = words.headline(tables)[0]
+    first = words.sentences(found["headline"])[0]
     assert "no run at its smallest batch size is usable" in first
     assert "At batch 4096 the best is module" in first
-    assert "## The headline" in words.summary_md(found, CFG, tables["environment"], tables)
+    assert "## The headline" in words.summary_md(found)
 
 
-@pytest.mark.parametrize("module", ["collect.aggregate", "report.analysis", "report.figures"])
+@pytest.mark.parametrize("module", ["collect.aggregate", "report.summary", "report.figures"])
 def test_an_analysis_rule_lists_every_package_module_its_script_runs(module):
     """The analysis rules' code inputs (depends.sources, read from the source) hold every package
     module that importing the script's module really loads: an edit of any of them reruns the rule.

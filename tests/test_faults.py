@@ -31,9 +31,19 @@ def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, prepar
     # Read directly (as a job would): one line naming the file and the fix.
     with pytest.raises(BenchError, match=r"cannot read the preloaded data .*mnist.pt .*rerun the same snakemake"):
         preload.load_tensors(pt, "cpu")
-    # A config change that retimes the run, then a plain rerun: preload rebuilds the file first.
+    # A dry run says so and changes nothing.
+    truncated = pt.read_bytes()
+    proc = snakemake(tmp_path, cfg, "-n")
+    assert "does not match its checksum" in proc.stderr and pt.read_bytes() == truncated
+    # A run removes it and stops, in one line saying what the next run does.
+    proc = snakemake(tmp_path, dict(cfg, epochs=2), RUN, check=False)
+    assert proc.returncode != 0 and not pt.exists()
+    assert (
+        "did not match its checksum (a truncated or edited file) and was removed: run the same command" in proc.stderr
+    )
+    # A plain rerun (the same command): preload rebuilds the file first.
     proc = snakemake(tmp_path, dict(cfg, epochs=2), RUN)
-    assert "preload" in jobs(proc) and "does not match its checksum" in proc.stderr
+    assert "preload" in jobs(proc)
     (row,) = csv.DictReader(open(tmp_path / RUN))  # a real CSV reader: the machine holds commas
     assert row["status"] == "ok"
     assert files.intact(pt, tmp_path / "results/preload/mnist.pt.sha256")

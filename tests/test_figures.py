@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from mnistbench.config import catalog
 from mnistbench.config.catalog import MODES as LADDER
-from mnistbench.report import analysis, figures, words
+from mnistbench.report import facts, figures, look, machine_figures, numbers, summary, words
+from mnistbench.report import tables as tbl
 from PIL import Image
-from test_analysis import GRID, synthetic_runs, transfer_table
+from test_analysis import GRID, analyse, synthetic_runs, transfer_table
 
 MODES = ["manual", "module", "dataloader"]
 
@@ -120,7 +121,7 @@ def is_note(fig) -> bool:
 @pytest.mark.parametrize("devices", [("cpu", "cuda"), ("cpu",)])
 def test_throughput_lines_fits_and_legend(devices):
     runs = runs_for(devices)
-    fig = figures.throughput(runs, analysis.fits(runs))
+    fig = figures.throughput(runs, tbl.fits(runs))
     (ax,) = fig.axes
     assert ax.get_xlabel() == "batch size" and ax.get_ylabel().startswith("samples / s")
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
@@ -142,7 +143,7 @@ def test_throughput_compares_hosts_in_one_panel_per_device():
     and the slowest at the largest batch named (not a panel per machine)."""
     runs = runs_for(hosts=("h1", "h2", "h10"))
     runs.loc[runs["host"] == "h10", "samples_per_s"] *= 2  # h10 the fastest, h2 or h1 the slowest
-    fig = figures.throughput(runs, analysis.fits(runs))
+    fig = figures.throughput(runs, tbl.fits(runs))
     assert [ax.get_title() for ax in fig.axes] == [f"best mode on each of 3 machines, {d}" for d in ("cpu", "cuda")]
     for ax in fig.axes:
         assert sorted(line.get_gid() for line in ax.lines) == ["machine|h1", "machine|h10", "machine|h2"]
@@ -157,7 +158,7 @@ def heat_cells(ax) -> int:
 
 
 def test_speedup_heatmap_accelerator_over_cpu():
-    fig = figures.speedup(analysis.speedup(runs_for()))
+    fig = figures.speedup(tbl.speedup(runs_for()))
     heat = [ax for ax in fig.axes if ax.get_title()]
     assert len(heat) == 1 and heat[0].get_title() == "cuda over cpu, same mode"
     ax = heat[0]
@@ -169,7 +170,7 @@ def test_speedup_heatmap_accelerator_over_cpu():
 
 
 def test_speedup_heatmap_cpu_only_shows_the_mode_ladder():
-    fig = figures.speedup(analysis.speedup(runs_for(("cpu",))))
+    fig = figures.speedup(tbl.speedup(runs_for(("cpu",))))
     (ax,) = [ax for ax in fig.axes if ax.get_title()]
     assert ax.get_title() == "each mode over module, cpu"
     assert heat_cells(ax) == len(MODES) * len(GRID)
@@ -276,9 +277,9 @@ def test_every_figure_says_so_when_there_is_nothing_to_plot():
     runs = runs_for(("cpu",))
     runs["status"] = "oom"
     empty_prof = pd.DataFrame(columns=profile_for().columns)
-    spd = analysis.speedup(runs)
+    spd = tbl.speedup(runs)
     for fig in (
-        figures.throughput(runs, analysis.fits(runs)),
+        figures.throughput(runs, tbl.fits(runs)),
         figures.speedup(spd),
         figures.breakdown(empty_prof),
         figures.ops(empty_prof),
@@ -296,7 +297,7 @@ def render_all(tables: dict, tmp_path, monkeypatch, **kw) -> tuple[dict, dict]:
         inp[name] = tmp_path / f"{name}.csv"
         tables[name].to_csv(inp[name], index=False)
     out = {name: tmp_path / f"{name}.png" for name in catalog.FIGURES}
-    drawn, save = {}, figures.save
+    drawn, save = {}, look.save
 
     def keep(fig, path, dpi):
         drawn[path.stem] = fig
@@ -317,11 +318,11 @@ def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatc
         "runs": runs,
         "epochs": epochs_for(runs[runs.batch_size == 16]),
         "transfer": transfer_table(),
-        "fits": analysis.fits(runs),
-        "speedup": analysis.speedup(runs),
+        "fits": tbl.fits(runs),
+        "speedup": tbl.speedup(runs),
         "profile": profile_for(),
-        "ladder": analysis.ladder(ladder_runs()),
-        "map": analysis.network_map(runs),
+        "ladder": tbl.ladder(ladder_runs()),
+        "map": tbl.network_map(runs),
     }
     assert set(catalog.inputs()) <= set(tables), "a figure reads a table this test does not build"
     drawn, out = render_all(tables, tmp_path, monkeypatch, dpi=40)
@@ -357,8 +358,9 @@ def ladder_runs(devices=("cpu", "cuda")) -> pd.DataFrame:
 @pytest.mark.parametrize("devices", [("cpu", "cuda"), ("cpu",)])
 def test_ladder_bars_order_labels_and_title(devices):
     runs = ladder_runs(devices)
-    lad = analysis.ladder(runs)
-    fig = figures.ladder(lad)
+    tables, found = analyse(runs)
+    lad = tables["ladder"]
+    fig = figures.ladder(lad, title=words.title(found, "ladder"))
     axes = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title() for ax in axes] == ["batch 1", "batch 4096"]  # smallest and largest batch
     for ax, point in zip(axes, ("smallest", "largest")):
@@ -377,20 +379,21 @@ def test_ladder_bars_order_labels_and_title(devices):
         assert "1×" in factors and len(factors) == len(bars)  # seed's own bar says 1×, every bar a factor
         seed_cpu = want[(want.device == "cpu") & (want["mode"] == "seed")].samples_per_s.iloc[0]
         kernel = want[(want.device == "cpu") & (want["mode"] == "kernel")].samples_per_s.iloc[0]
-        assert words.times(kernel / seed_cpu) in factors
+        assert numbers.times(kernel / seed_cpu) in factors
         assert ax.get_yscale() == "log"
         ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
         assert ticks and all(re.fullmatch(r"[0-9.]+[kMG]?", t) for t in ticks), ticks  # 1k, 10k, 1M
-    title = fig._suptitle.get_text()
-    assert title.startswith("cpu: ") and "from the beginner's code at batch 1" in title
+    # The title is the headline's first fact: the beginner's code and the best mode at batch 1.
+    title = " ".join(fig._suptitle.get_text().split())
+    assert title == words.say(found["headline"][0][0]) and title.startswith("On h1, cpu, mlp-16-16: the beginner's")
     assert not any(line.get_gid() == "limit" for ax in axes for line in ax.lines)  # no limit measured
     if "cuda" in devices:
-        assert "best cuda =" in title and {"cpu", "cuda"} <= legend_texts(fig)
+        assert {"cpu", "cuda"} <= legend_texts(fig)
 
 
 def test_ladder_draws_the_dense_limit_a_sparse_mode_can_pass():
     runs = ladder_runs(("cpu",))
-    lad = analysis.ladder(runs, gflops={"h1": 52_672 / 410})  # 0.41 µs per sample: 2.4 M samples/s
+    lad = tbl.ladder(runs, gflops={"h1": 52_672 / 410})  # 0.41 µs per sample: 2.4 M samples/s
     fig = figures.ladder(lad)
     for ax in [ax for ax in fig.axes if ax.get_title()]:
         (line,) = [line for line in ax.lines if line.get_gid() == "limit"]
@@ -417,14 +420,14 @@ def colours_of(fig) -> list:
 def test_every_figure_uses_the_shared_palette():
     """One colour per mode and one per device, defined once: whatever a figure colours a line,
     marker or bar with comes from figures' palette (heatmaps use a colour scale instead)."""
-    palette = [tuple(round(c, 3) for c in mcolors.to_rgb(p)) for p in figures.palette_colors()]
+    palette = [tuple(round(c, 3) for c in mcolors.to_rgb(p)) for p in look.palette_colors()]
     runs = runs_for()
     lad_runs = ladder_runs()
     drawn = {
-        "ladder": figures.ladder(analysis.ladder(lad_runs)),
-        "ladder cpu": figures.ladder(analysis.ladder(ladder_runs(("cpu",)))),
-        "throughput": figures.throughput(runs, analysis.fits(runs)),
-        "throughput cpu": figures.throughput(runs_for(("cpu",)), analysis.fits(runs_for(("cpu",)))),
+        "ladder": figures.ladder(tbl.ladder(lad_runs)),
+        "ladder cpu": figures.ladder(tbl.ladder(ladder_runs(("cpu",)))),
+        "throughput": figures.throughput(runs, tbl.fits(runs)),
+        "throughput cpu": figures.throughput(runs_for(("cpu",)), tbl.fits(runs_for(("cpu",)))),
         "accuracy": figures.accuracy(epochs_for(runs[runs.batch_size == 16]), runs, 0.9),
         "bandwidth": figures.bandwidth(transfer_table()),
         "ops": figures.ops(profile_for()),
@@ -437,8 +440,8 @@ def test_every_figure_uses_the_shared_palette():
         assert not stray, f"{name} uses colours outside the shared palette: {stray}"
     # With one device the colour is the mode's: each mode's line has its own colour from MODE_COLOR.
     lines = [ln for ln in drawn["throughput cpu"].axes[0].lines if ln.get_gid() is None and len(ln.get_xdata()) > 1]
-    assert {mcolors.to_rgb(ln.get_color()) for ln in lines} == {mcolors.to_rgb(figures.MODE_COLOR[m]) for m in MODES}
-    assert set(figures.MODE_COLOR) == set(LADDER) and len(set(figures.MODE_COLOR.values())) == len(LADDER)
+    assert {mcolors.to_rgb(ln.get_color()) for ln in lines} == {mcolors.to_rgb(look.MODE_COLOR[m]) for m in MODES}
+    assert set(look.MODE_COLOR) == set(LADDER) and len(set(look.MODE_COLOR.values())) == len(LADDER)
 
 
 # many machines ------------------------------------------------------------------------------------
@@ -458,7 +461,7 @@ def many_machines(n: int) -> tuple[dict, dict, dict]:
     runs = pd.concat(parts, ignore_index=True)
     runs["message"], runs["quality_note"] = "", ""
     transfer = pd.concat(transfer, ignore_index=True)
-    tables, found = analysis.analyse(
+    tables, found = summary.analyse(
         runs,
         transfer,
         pd.concat(prof, ignore_index=True),
@@ -476,10 +479,10 @@ def test_fifty_machines_one_overview_and_figures_that_compare_them(tmp_path, mon
     machine) and none is larger than 3000 pixels on a side."""
     tables, found, scales = many_machines(50)
     fastest = sorted(scales, key=scales.get)  # the smallest scale is the fastest machine
-    md = words.summary_md(found, {}, tables["environment"], tables)
+    md = words.summary_md(found)
     head = md.split("## The headline", 1)[1].split("\n## ", 1)[0]
     bullets = [line for line in head.splitlines() if line.startswith("- ")]
-    assert 2 <= len(bullets) <= words.MAX_HEADLINE, bullets
+    assert 2 <= len(bullets) <= facts.MAX_HEADLINE, bullets
     assert f"the fastest is {fastest[0]}, module" in head and f"the slowest {fastest[-1]}, module" in head
     ranked = md.split("## Machines ranked", 1)[1].split("\n## ", 1)[0]
     cpu = ranked.split("### cpu, mlp-16-16", 1)[1].split("###", 1)[0]
@@ -495,7 +498,7 @@ def test_fifty_machines_one_overview_and_figures_that_compare_them(tmp_path, mon
     drawn = {name: [ax for ax in fig.axes if ax.get_title()] for name, fig in figs.items()}
     for name, path in out.items():
         with Image.open(path) as im:
-            assert max(im.size) <= figures.MAX_PIXELS, (name, im.size)
+            assert max(im.size) <= look.MAX_PIXELS, (name, im.size)
         assert len(drawn[name]) <= 4, (name, [ax.get_title() for ax in drawn[name]])  # panels per device, not machine
     ladder = drawn["ladder"][0]
     assert ladder.get_title() == "batch 1, cpu"
@@ -504,7 +507,7 @@ def test_fifty_machines_one_overview_and_figures_that_compare_them(tmp_path, mon
 
 def test_past_max_shown_machines_an_axis_keeps_the_fastest_and_the_slowest():
     names = [f"m{k}" for k in range(100)]
-    order, note = figures.fastest_first(pd.Series(range(100), index=names, dtype=float))
-    assert len(order) == figures.MAX_SHOWN and order[0] == "m99" and order[-1] == "m0"
-    assert note == f" (the fastest and the slowest {figures.MAX_SHOWN // 2} of 100 machines)"
-    assert figures.fastest_first(pd.Series([1.0, 1.0], index=["n10", "n2"]))[0] == ["n2", "n10"]
+    order, note = machine_figures.fastest_first(pd.Series(range(100), index=names, dtype=float))
+    assert len(order) == look.MAX_SHOWN and order[0] == "m99" and order[-1] == "m0"
+    assert note == f" (the fastest and the slowest {look.MAX_SHOWN // 2} of 100 machines)"
+    assert machine_figures.fastest_first(pd.Series([1.0, 1.0], index=["n10", "n2"]))[0] == ["n2", "n10"]

@@ -12,7 +12,8 @@ from mnistbench import BenchError
 from mnistbench.collect import aggregate
 from mnistbench.config import networks
 from mnistbench.measure import machines
-from mnistbench.report import analysis, figures, words
+from mnistbench.report import figures, summary, words
+from mnistbench.report import tables as tbl
 from mnistbench.train import environment, records
 
 EPYC = "AMD EPYC 9654, 8 threads; torch 2.11.0"
@@ -73,7 +74,7 @@ def rows(
 def analyse(runs):
     empty_transfer = pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds", "gb_per_s"])
     prof, env_ = pd.DataFrame(columns=["host", "model", "mode", "status"]), pd.DataFrame(columns=["host", "device"])
-    return analysis.analyse(runs, empty_transfer, prof, env_, {"quality": {"use": ["ok"]}})
+    return summary.analyse(runs, empty_transfer, prof, env_, {"quality": {"use": ["ok"]}})
 
 
 def test_machine_identity_names_the_hardware_and_parses_back():
@@ -90,7 +91,7 @@ def test_identical_nodes_pool_their_repeats_and_different_hardware_never_does():
     assert len(epyc) == len(SIZES) and (epyc["n_ok"] == 2).all() and set(epyc["host"]) == {"cpu01,cpu02"}
     assert (epyc["repeats_agree"] == True).all()  # noqa: E712 (the column holds bools and "")
     assert len(s) == 2 * len(SIZES)  # the Xeon's runs keep their own rows
-    fits = analysis.fits(machines.places(runs))
+    fits = tbl.fits(machines.places(runs))
     assert len(fits[fits["device"] == "cpu"]) == 2  # one fit per machine x mode, both repeats in it
     assert (fits["n_points"] == 2 * len(SIZES)).all()
 
@@ -113,10 +114,10 @@ def test_a_gpu_on_gpu_nodes_is_compared_with_the_grid_cpu_and_says_which():
     spd = tables["speedup"][tables["speedup"]["kind"] == "device"]
     cross = tables["crossover"]
     place = "NVIDIA H100 80GB HBM3, 80 GiB on gpu01 vs AMD EPYC 9654, 8 threads on cpu01, cpu02"
-    assert len(spd) == len(SIZES) and set(spd["host"]) == {place}
-    assert list(cross["host"]) == [place] and cross["verdict"].iloc[0] == "slower below, faster above"
+    assert len(spd) == len(SIZES) and set(spd["place"]) == {place}
+    assert list(cross["place"]) == [place] and cross["verdict"].iloc[0] == "slower below, faster above"
     assert 100 < cross["crossover_batch_size"].iloc[0] < 200  # (300 - 40) / (2 - 0.01)
-    head = " ".join(words.headline(tables))
+    head = " ".join(words.sentences(found["headline"]))
     assert "NVIDIA H100 80GB HBM3" in head and "AMD EPYC 9654, 8 threads" in head and "overtakes the cpu" in head
 
 
@@ -134,12 +135,12 @@ def test_own_node_type_cpu_is_preferred_and_two_gpu_models_sit_side_by_side():
     )
     assert machines.basis(runs) == {H100: XEON, A100: XEON}
     placed = machines.places(runs)
-    assert set(placed["host"]) == {"cpu01", "gpu01", "gpu02"}  # each GPU beside its own hosts' cpu
-    assert set(placed.loc[placed["host"] == "gpu02", "machine"]) == {A100, XEON}
+    assert set(placed["place"]) == {"cpu01", "gpu01", "gpu02"}  # each GPU beside its own hosts' cpu
+    assert set(placed.loc[placed["place"] == "gpu02", "machine"]) == {A100, XEON}
     assert len(placed) == len(runs) + len(rows(XEON, ["gpu01", "gpu02"]))  # the Xeon's rows in both GPU places
     tables, _ = analyse(runs)
     spd = tables["speedup"][tables["speedup"]["kind"] == "device"]
-    at = spd.set_index(["host", "batch_size"])["speedup"]
+    at = spd.set_index(["place", "batch_size"])["speedup"]
     assert at[("gpu01", 4096)] > at[("gpu02", 4096)] > 1  # the faster model is faster, both beat the cpu
 
 
@@ -148,7 +149,7 @@ def test_one_host_with_cpu_and_gpu_keeps_its_name():
     box = "Intel Xeon Platinum 8480+, 8 threads; NVIDIA T4, 15 GiB, driver 1, CUDA 12; torch 2.11.0"
     runs = pd.concat([rows(XEON, ["box"]), rows(box, ["box"], device="cuda")], ignore_index=True)
     placed = machines.places(runs)
-    assert set(placed["host"]) == {"box"} and len(placed) == len(runs) and set(placed["run_host"]) == {"box"}
+    assert set(placed["place"]) == {"box"} and len(placed) == len(runs) and set(placed["host"]) == {"box"}
 
 
 @pytest.mark.parametrize("n", [0, 1])
@@ -174,7 +175,7 @@ def test_the_map_names_the_batch_from_which_the_gpu_wins_for_each_network():
         parts.append(rows(EPYC, ["cpu01"], network=net, sizes=grid, repeats=3, seed=i, cost=(40.0, flop / 40e3)))
         gpu = (300.0, 0.002 + flop / 2e7)
         parts.append(rows(H100, ["gpu01"], device="cuda", network=net, sizes=grid, repeats=3, seed=9 + i, cost=gpu))
-    tables, _ = analyse(pd.concat(parts, ignore_index=True))
+    tables, found = analyse(pd.concat(parts, ignore_index=True))
     m = tables["map"]
     wins = m[m["device"] == "cuda"].drop_duplicates("model").set_index("model")
     assert list(wins.index) == list(nets)  # the smallest network first
@@ -182,16 +183,16 @@ def test_the_map_names_the_batch_from_which_the_gpu_wins_for_each_network():
         r = wins.loc[net]
         assert r["wins_from"] == first and r["wins_from_lo"] <= first <= r["wins_from_hi"], r
         assert r["verdict"] == ("faster at every batch size" if first == 1 else "slower below, faster above")
-    lines = words.per_network_lines(tables)
+    lines = words.sentences(found["per_network"])
     assert len(lines) == len(nets)
     for line, (net, first) in zip(lines, nets.items()):
         assert line.startswith(f"{net} (") and f"cuda's best mode beats the cpu's from batch {first}" in line, line
-    fig = figures.map_(m)
+    fig = figures.map_(m, title=words.title(found, "map"))
     (ax,) = [a for a in fig.axes if a.get_title()]
     assert ax.get_title() == "best cuda over best cpu"
     edges = [line for line in ax.lines if line.get_gid() == "crossover"]
     assert [line.get_xdata()[0] for line in edges] == [grid.index(b) for b in nets.values()]
-    assert "mlp-16-16 from batch 256" in fig._suptitle.get_text()
+    assert " ".join(fig._suptitle.get_text().split()) == lines[0]  # the map's title: its page's first fact
 
 
 TRAIN_JOB = re.compile(r"rule train:.*?wildcards: device=(\S+),.*?resources: ([^\n]*)", re.S)

@@ -2,6 +2,8 @@
 float64 references on the seed's network, on odd shapes of the family (widths 1, 7 and 300, a
 depth of 4) and on a user's own module."""
 
+import math
+
 import pytest
 import rounding
 import torch
@@ -182,6 +184,45 @@ def test_every_mode_tracks_the_float64_reference(device, network, name, arch, lo
             f"{name} {k}: {error:.3g} from the reference, {error / reach:.2f} times as far as the farthest "
             f"of {ROUNDINGS} runs rounded at the format's precision ({reach:.3g}); it moved {moved[k]:.3g}"
         )
+
+
+CONTRACT = [
+    pytest.param(d, net, m, marks=[pytest.mark.slow] if m == "compiled" else [], id=f"{d}-{net}-{m}")
+    for d in devices.available()
+    for net in [SEED, USER]
+    for m in catalog.MODES
+    if exists(m, d, networks.build(trainer.DEFAULTS, net))
+]
+
+
+@pytest.mark.parametrize("device,network,name", CONTRACT)
+def test_every_registered_mode_keeps_the_contract(device, network, name):
+    """modes.py's contract, for every mode of the registry that exists here, built and evaluated as
+    a train job does (runner.build, nets.evaluate): setup trains nothing, a step returns None or
+    its count of steps, params() is named and shaped as the initial state, in float32."""
+    cfg = dict(trainer.DEFAULTS, training=dict(trainer.DEFAULTS["training"], lr=LR.get(network, 0.5)))
+    s = networks.build(cfg, network)
+    mode = runner.build(cfg, s, name, device, 8)
+    start = nets.initial_state(s, runner.seed_of(cfg, 0))
+    x, y, t = batch(n=48, seed=1)
+    home = "cpu" if mode.host_data else device
+    items = list(mode.epoch({"x": x.to(home), "y": y.to(home), "t": t.to(home)}, torch.arange(48).to(home)))
+    mode.setup(items[0])
+
+    def state():
+        return {k: torch.as_tensor(v).detach().cpu() for k, v in mode.params().items()}
+
+    assert {k: torch.equal(v, start[k].cpu()) for k, v in state().items()} == dict.fromkeys(start, True)
+    done = [mode.step(item) for item in items]
+    assert all(n is None or (isinstance(n, int) and n >= 1) for n in done), done
+    assert sum(1 if n is None else n for n in done) == 48 // 8
+    after = state()
+    assert list(after) == list(start)
+    for k, v in after.items():
+        assert v.shape == start[k].shape and (v.dtype == torch.float32 or not start[k].is_floating_point()), k
+    loss, accuracy = nets.evaluate(s, mode.params(), x.to(device), y.to(device))
+    assert math.isfinite(loss) and 0 <= accuracy <= 1
+    assert any(not torch.equal(after[k], start[k].cpu()) for k in start)  # it trained
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs cuda")

@@ -11,7 +11,7 @@ from conftest import REPO, job_stats, snakemake, tiny_config, with_data
 from mnistbench.config import devices, networks
 from mnistbench.config.catalog import MODES
 from mnistbench.data import download
-from mnistbench.report import words
+from mnistbench.report import numbers
 from mnistbench.train import trainer
 from mnistbench.train.needs import exists
 
@@ -64,7 +64,7 @@ def test_every_cpu_mode_is_ok_and_learns(run):
     # The share of timed steps the machine slowed is counted for every run, and summed up in words.
     assert cpu.slowed_share.between(0, 1, inclusive="left").all(), cpu.slowed_share
     summary = (wd / "results/summary.md").read_text()
-    assert f"slowed {words.pct(runs[runs.status == 'ok'].slowed_share.median())} of a run's" in summary
+    assert f"slowed {numbers.pct(runs[runs.status == 'ok'].slowed_share.median())} of a run's" in summary
     # Beside every step time, the median over all its timed steps (the same where no step was left
     # out), and the sentence that says where the two differ.
     assert (cpu.step_time_all_steps_s > 0).all()

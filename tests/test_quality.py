@@ -14,7 +14,8 @@ import pytest
 from conftest import snakemake, tiny_config
 from mnistbench.data import download, preload, synthetic
 from mnistbench.measure import quality
-from mnistbench.report import analysis, figures, words
+from mnistbench.report import figures, summary, words
+from mnistbench.report import tables as tbl
 from mnistbench.train import trainer
 
 Q = dict(trainer.DEFAULTS["quality"], settle_s=0)
@@ -183,27 +184,27 @@ def runs_with_a_noisy_one():
 
 def test_noisy_runs_stay_out_of_medians_and_are_listed():
     runs = runs_with_a_noisy_one()
-    tables, found = analysis.analyse(
+    tables, found = summary.analyse(
         runs,
         pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds"]),
         pd.DataFrame(columns=["host", "mode", "status"]),
         pd.DataFrame(),
         {},
     )
-    med = analysis.medians(runs).set_index("batch_size")["step_time_median_s"]
+    med = tbl.medians(runs).set_index("batch_size")["step_time_median_s"]
     assert med.loc[16] == pytest.approx(66e-6, rel=0.1)  # the noisy repeat did not count
-    ex = tables["excluded"]
+    ex = tables["set_aside"]
     assert len(ex) == 1 and ex.iloc[0]["batch_size"] == 16 and "0.9 of a core" in ex.iloc[0]["reason"]
-    md = words.summary_md(found, {}, pd.DataFrame(), tables)
-    assert "## Left out of the analysis" in md and "0.9 of a core" in md
-    answer = words.rst_pages(tables, found)["answer"]
-    assert "Left out of the analysis" in answer and "repeat 1" in answer
+    md = words.summary_md(found)
+    assert "## Set aside from the analysis" in md and "0.9 of a core" in md
+    answer = words.pages(found, tables)["answer"]
+    assert "Set aside from the analysis" in answer and "repeat 1" in answer
 
 
 def test_repeats_that_disagree_are_named():
     runs = runs_with_a_noisy_one()
     runs["quality"] = "ok"  # now the 30x repeat counts: its combination's repeats disagree
-    tables, found = analysis.analyse(
+    tables, found = summary.analyse(
         runs,
         pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds"]),
         pd.DataFrame(columns=["host", "mode", "status"]),
@@ -212,12 +213,12 @@ def test_repeats_that_disagree_are_named():
     )
     d = tables["disagreeing"]
     assert list(d.batch_size) == [16] and d.iloc[0]["repeat_spread"] > 20
-    assert "Repeats that disagree" in words.summary_md(found, {}, pd.DataFrame(), tables)
+    assert "Repeats that disagree" in words.summary_md(found)
 
 
 def test_figures_draw_left_out_points_hollow():
     runs = runs_with_a_noisy_one()
-    fig = figures.throughput(runs, analysis.fits(runs))
+    fig = figures.throughput(runs, tbl.fits(runs))
     hollow = [ln for ln in fig.axes[0].lines if ln.get_gid() == "excluded"]
     assert len(hollow) == 1 and hollow[0].get_markerfacecolor() == "none"
     assert list(hollow[0].get_xdata()) == [16]

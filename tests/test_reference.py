@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from conftest import copy_repo, snakemake, tiny_config
 from mnistbench.collect import reference
-from mnistbench.report import analysis, figures, words
+from mnistbench.config import catalog
+from mnistbench.report import figures, summary, words
 from mnistbench.train import records
 from snakemake.iocontainers import Namedlist
 from test_machines import EPYC, H100, rows
@@ -41,7 +42,7 @@ def own_runs():
 def analyse(refs):
     empty_transfer = pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds", "gb_per_s"])
     prof, env = pd.DataFrame(columns=["host", "model", "mode", "status"]), pd.DataFrame(columns=["host", "device"])
-    return analysis.analyse(own_runs(), empty_transfer, prof, env, {"quality": {"use": ["ok"]}}, refs)
+    return summary.analyse(own_runs(), empty_transfer, prof, env, {"quality": {"use": ["ok"]}}, refs)
 
 
 def test_a_reference_gpu_stands_beside_a_cpu_only_run_labelled(tmp_path):
@@ -49,7 +50,7 @@ def test_a_reference_gpu_stands_beside_a_cpu_only_run_labelled(tmp_path):
     assert notes == [] and ref.label == "reference h100-box (NVIDIA H100 80GB HBM3, 80 GiB, 2026-12-05)"
     assert "torch 2.11.0" in ref.about and "commit 0123456789ab" in ref.about and "from 2026-12-05" in ref.about
     tables, found = analyse([ref])
-    md = words.summary_md(found, {}, tables["environment"], tables)
+    md = words.summary_md(found)
     head = md.split("## The headline", 1)[1].split("\n## ", 1)[0]
     assert "On vm, cpu, mlp-16-16:" in head and "reference" not in head  # this run's headline is this run's
     section = md.split(f"## Reference machine: {ref.label}", 1)[1].split("\n## ", 1)[0]
@@ -59,30 +60,29 @@ def test_a_reference_gpu_stands_beside_a_cpu_only_run_labelled(tmp_path):
     assert f"On {ref.label}, cuda, mlp-16-16:" in section
     # Its rows stand in the tables beside this run's, marked; this run's keep an empty mark.
     lad = tables["ladder"]
-    assert set(lad["reference"]) == {"", ref.label} and set(lad.loc[lad["reference"] == "", "host"]) == {"vm"}
+    assert set(lad["reference"]) == {"", ref.label} and set(lad.loc[lad["reference"] == "", "place"]) == {"vm"}
     assert set(tables["map"].loc[tables["map"]["reference"] == ref.label, "device"]) == {"cpu", "cuda"}
     # The figures: the ladder's reference row after this run's, the map a panel for each.
     fig = figures.ladder(lad)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == ["batch 1 — vm", "batch 4096 — vm", f"batch 1 — {ref.label}", f"batch 4096 — {ref.label}"]
-    fig = figures.map_(tables["map"])
+    fig = figures.map_(tables["map"], title=words.title(found, "map"))
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == [
         "no accelerator ran: the cpu's best mode, samples/s — vm",
         f"best cuda over best cpu — {ref.label}",
     ]
-    assert fig._suptitle.get_text().startswith(
-        f"No accelerator ran on vm: the cpu's side of the map only; beside it, {ref.label}"
-    )
-    pages = words.rst_pages(tables, found)
+    title = " ".join(fig._suptitle.get_text().split())  # this run's first network, not the reference's
+    assert title.startswith("mlp-16-16 (52.7 kFLOP per sample): no accelerator ran on vm") and ref.label not in title
+    pages = words.pages(found, tables)
     assert ref.label in pages["ladder"] and ref.label in pages["map"]
 
 
 def test_without_a_reference_nothing_is_shown(tmp_path):
     assert reference.runs_files(tmp_path / "none") == []
     tables, found = analyse([])
-    md = words.summary_md(found, {}, tables["environment"], tables)
-    assert "Reference machine" not in md and "reference" not in " ".join(words.rst_pages(tables, found)["ladder"])
+    md = words.summary_md(found)
+    assert "Reference machine" not in md and "reference" not in " ".join(words.pages(found, tables)["ladder"])
     assert set(tables["ladder"]["reference"]) == {""}
 
 
@@ -107,11 +107,13 @@ def test_the_analysis_rule_reads_its_references_and_says_what_it_could_not(tmp_p
     bad = reference_folder(tmp_path / "refs", "old-gpu", columns=[c for c in records.COLUMNS if c != "model"])
     inp = Namedlist(fromdict={n: str(tmp_path / f"{n}.csv") for n in ("runs", "transfer", "profile", "environment")})
     inp.references = [str(good), str(bad)]  # as report.smk names them
-    out = {name: str(tmp_path / "out" / f"{name}.csv") for name in analysis.catalog.TABLES}
+    out = {name: str(tmp_path / "out" / f"{name}.csv") for name in catalog.TABLES}
     out.update({f"rst_{name}": str(tmp_path / "out" / f"{name}.rst") for name in [*figures.FIGURES, "answer"]})
-    out = Namedlist(fromdict=dict(out, summary_md=str(tmp_path / "out/summary.md")))
+    out = Namedlist(
+        fromdict=dict(out, summary_md=str(tmp_path / "out/summary.md"), facts=str(tmp_path / "out/facts.json"))
+    )
     (tmp_path / "out").mkdir()
-    analysis.run(inp, out, {"quality": {"use": ["ok"]}}, log=lambda m: None)
+    summary.run(inp, out, {"quality": {"use": ["ok"]}}, log=lambda m: None)
     md = (tmp_path / "out/summary.md").read_text()
     assert "## Reference machine: reference h100-box" in md and "reference old-gpu not shown" in md
     assert set(pd.read_csv(tmp_path / "out/ladder.csv")["reference"].fillna("")) == {

@@ -38,7 +38,7 @@ import yaml
 from conftest import REPO, QuietHandler, snakemake, tiny_config
 from mnistbench.data import synthetic
 from mnistbench.measure import machines
-from mnistbench.report import analysis, words
+from mnistbench.report import summary, words
 
 HARNESS = REPO / "tests" / "slurm" / "harness.sh"
 CPU_NODES = ["cpu1", "cpu2", "cpu3", "cpu4", "cpu5"]
@@ -567,13 +567,13 @@ def test_two_machines_give_speedups_a_crossover_and_a_headline_naming_both(cpu_r
     empty_transfer = pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds", "gb_per_s"])
     prof, env = pd.DataFrame(columns=["host", "mode", "status"]), pd.DataFrame(columns=["host", "device"])
     cfg = {"quality": {"use": cpu_run["cfg"]["quality"]["use"]}}
-    tables, _ = analysis.analyse(runs, empty_transfer, prof, env, cfg)
+    tables, found = summary.analyse(runs, empty_transfer, prof, env, cfg)
     place = f"{machines.short(gpu_machine)} on gpu2 vs {machines.short(cpu_machine)} on {machines.hostlist(cpu.host)}"
     spd = tables["speedup"][tables["speedup"]["kind"] == "device"]
-    assert len(spd) == len(MODES) * len(BATCH_SIZES) and set(spd["host"]) == {place}, spd.to_string()
+    assert len(spd) == len(MODES) * len(BATCH_SIZES) and set(spd["place"]) == {place}, spd.to_string()
     cross = tables["crossover"]
-    assert list(cross["host"]) == [place] * len(MODES), cross.to_string()
+    assert list(cross["place"]) == [place] * len(MODES), cross.to_string()
     assert (cross["verdict"] == "slower below, faster above").all(), cross.to_string()
     assert cross["crossover_batch_size"].between(*BATCH_SIZES).all(), cross.to_string()
-    head = " ".join(words.headline(tables))
+    head = " ".join(words.sentences(found["headline"]))
     assert machines.short(gpu_machine) in head and machines.short(cpu_machine) in head, head

@@ -16,6 +16,7 @@ from conftest import copy_repo, edited, jobs, snakemake, tiny_config
 from mnistbench import BenchError
 from mnistbench.collect import aggregate
 from mnistbench.data import download, preload, synthetic
+from mnistbench.report import tables as tbl
 from mnistbench.train import records, trainer
 
 pytestmark = pytest.mark.slow
@@ -248,10 +249,9 @@ def test_a_blown_up_run_is_diverged_and_left_out(tmp_path):
     row, _ = trainer.train(cfg, tmp_path / "t.pt", "cpu", "mlp-16-16", "module", 8, 0, log=lambda m: None)
     assert row["status"] == "diverged" and "lower training.lr" in row["message"], row["message"]
     assert row["final_loss"] > 10 * row["initial_loss"]
-    from mnistbench.report import analysis
 
     runs = pd.DataFrame([row])
-    assert analysis.medians(runs).empty and len(analysis.excluded(runs)) == 1
+    assert tbl.medians(runs).empty and len(tbl.set_aside(runs)) == 1
 
 
 def test_a_run_too_short_to_learn_is_not_a_failure_but_one_whose_loss_rose_is():

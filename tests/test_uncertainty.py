@@ -12,7 +12,8 @@ import pytest
 from conftest import REPO, make_tensors
 from mnistbench.collect import uncertainty
 from mnistbench.measure import slowed
-from mnistbench.report import analysis, figures, words
+from mnistbench.report import facts, figures, numbers, words
+from mnistbench.report import tables as tbl
 from mnistbench.train import records, trainer
 
 GRID = [1, 16, 256, 4096]
@@ -125,9 +126,12 @@ def test_one_process_has_no_interval_and_the_words_say_so():
     assert np.isnan(reps).all()
     assert uncertainty.interval(reps) == (pytest.approx(math.nan, nan_ok=True),) * 2
     assert math.isnan(uncertainty.same_within_noise(reps / reps))
-    assert words.with_ci(231.0, math.nan, math.nan, words.times) == "231× (no interval: one usable run)"
-    assert words.with_ci(231.0, 218.0, 245.0, words.times) == "231× (218–245×)"
-    assert words.with_ci(4.58e3, 4.5e3, 4.94e3, words.rate) == "4.58 k (4.5–4.94 k)"
+    assert (
+        numbers.with_interval(numbers.num(231.0, math.nan, math.nan), numbers.times)
+        == "231× (no interval: one usable run)"
+    )
+    assert numbers.with_interval(numbers.num(231.0, 218.0, 245.0), numbers.times) == "231× (218–245×)"
+    assert numbers.with_interval(numbers.num(4.58e3, 4.5e3, 4.94e3), numbers.rate) == "4.58 k (4.5–4.94 k)"
 
 
 def test_steps_within_one_process_give_a_narrow_interval_around_the_estimate():
@@ -191,7 +195,7 @@ def test_the_fit_on_every_replicate_is_fit_line():
         a, b = rng.uniform(1e-6, 1e-3), rng.uniform(1e-8, 1e-5)
         y = (a + b * x) * np.exp(rng.normal(0, 0.05, len(x)))
         y[rng.integers(len(y))] *= 3  # one outlier
-        one = analysis.fit_line(x, y)
+        one = uncertainty.fit_line(x, y)
         ra, rb = uncertainty.fit_many(x, y[None, :])
         assert ra[0] == pytest.approx(one["a"], rel=1e-3, abs=1e-12)
         assert rb[0] == pytest.approx(one["b"], rel=1e-3, abs=1e-14)
@@ -232,18 +236,18 @@ def runs_of(truth: dict, repeats=3, sigma=0.08, seed=0) -> pd.DataFrame:
 def test_every_derived_number_has_an_interval_that_contains_it():
     truth = {("cpu", "seed"): (200, 5), ("cpu", "module"): (60, 1.5), ("cuda", "module"): (400, 0.05)}
     runs = runs_of(truth)
-    reps = analysis.replicates(runs)
-    fit_reps = analysis.fit_replicates(runs, reps=reps)
-    fit = analysis.fits(runs, fit_reps=fit_reps)
+    reps = tbl.replicates(runs)
+    fit_reps = tbl.fit_replicates(runs, reps=reps)
+    fit = tbl.fits(runs, fit_reps=fit_reps)
     for c in ("a_us", "b_us"):
         assert (fit[f"{c}_lo"] <= fit[c] * 1.001).all() and (fit[c] <= fit[f"{c}_hi"] * 1.001).all()
-    cross = analysis.crossover(fit, runs, fit_reps=fit_reps).iloc[0]
+    cross = tbl.crossover(fit, runs, fit_reps=fit_reps).iloc[0]
     assert cross["crossover_batch_size_lo"] <= cross["crossover_batch_size"] <= cross["crossover_batch_size_hi"]
     assert 340 / 1.45 > cross["crossover_batch_size_lo"] and cross["crossover_batch_size_hi"] > 340 / 1.45 * 0.7
-    spd = analysis.speedup(runs, reps=reps)
+    spd = tbl.speedup(runs, reps=reps)
     assert spd[["speedup_lo", "speedup_hi"]].notna().all().all()
     assert ((spd["speedup_lo"] <= spd["speedup"] * 1.001) & (spd["speedup"] <= spd["speedup_hi"] * 1.001)).all()
-    lad = analysis.ladder(runs, reps=reps)
+    lad = tbl.ladder(runs, reps=reps)
     assert ((lad["samples_per_s_lo"] <= lad["samples_per_s"]) & (lad["samples_per_s"] <= lad["samples_per_s_hi"])).all()
     best = lad[(lad["device"] == "cpu") & (lad["point"] == "smallest")].set_index("mode")
     assert best.loc["module", "same_as_best"] == True and best.loc["seed", "same_as_best"] == False  # noqa: E712
@@ -252,29 +256,35 @@ def test_every_derived_number_has_an_interval_that_contains_it():
 def test_ranks_only_what_the_intervals_separate():
     """Two modes of the same speed are 'the same within noise'; a 3x faster one is ranked."""
     truth = {("cpu", "seed"): (200, 5), ("cpu", "manual"): (200, 5), ("cpu", "module"): (60, 1.5)}
-    spd = analysis.speedup(runs_of(truth, sigma=0.05))
+    spd = tbl.speedup(runs_of(truth, sigma=0.05))
     mode = spd[spd["kind"] == "mode"].set_index(["mode", "batch_size"])
     assert mode.loc[("manual", 1), "same_within_noise"] == True  # noqa: E712
     assert mode.loc[("module", 1), "same_within_noise"] == False  # noqa: E712
-    line = words.speedups(spd[spd["kind"] == "mode"])[0]
+    line = words.sentences(facts.speedups(spd[spd["kind"] == "mode"]))[0]
     assert "module" in line and "(" in line and "–" in line
 
 
 def test_headline_and_figures_show_the_intervals():
     truth = {("cpu", "seed"): (200, 5), ("cpu", "module"): (60, 1.5), ("cuda", "module"): (400, 0.05)}
     runs = runs_of(truth)
-    lad = analysis.ladder(runs)
-    spd = analysis.speedup(runs)
-    fit = analysis.fits(runs)
-    cross = analysis.crossover(fit, runs)
+    lad = tbl.ladder(runs)
+    spd = tbl.speedup(runs)
+    fit = tbl.fits(runs)
+    cross = tbl.crossover(fit, runs)
     env = pd.DataFrame(columns=["host", "device", "fma_gflops"])
     tables = dict(ladder=lad, crossover=cross, speedup=spd, fits=fit, environment=env, profile=pd.DataFrame())
-    head = " ".join(words.headline(tables))
+    head = " ".join(words.sentences(facts.headline(tables)))
     module = lad[(lad["device"] == "cpu") & (lad["point"] == "smallest") & (lad["mode"] == "module")].iloc[0]
-    assert words.with_ci(module["over_seed"], module["over_seed_lo"], module["over_seed_hi"], words.times) in head
+    assert (
+        numbers.with_interval(
+            numbers.num(module["over_seed"], module["over_seed_lo"], module["over_seed_hi"]), numbers.times
+        )
+        in head
+    )
     assert "overtakes the cpu from batch size" in head and head.count("–") >= 6
 
-    fig = figures.ladder(lad)
+    title = words.say(facts.headline(tables)[0][0])  # the ladder's title: the headline's first fact
+    fig = figures.ladder(lad, title=title)
     whiskers = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "interval"]
     segments = [s for c in whiskers for s in c.get_segments()]
     assert len(segments) == len(lad)  # one whisker per bar
@@ -282,11 +292,11 @@ def test_headline_and_figures_show_the_intervals():
         assert s[0][1] == pytest.approx(r["samples_per_s_lo"]) and s[1][1] == pytest.approx(r["samples_per_s_hi"])
     assert "–" in fig._suptitle.get_text()
 
-    fig = figures.throughput(runs, analysis.fits(runs))
+    fig = figures.throughput(runs, tbl.fits(runs))
     bands = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "interval"]
     assert len(bands) == 3  # one band per device x mode line
     one = runs[runs["repeat"] == 0]
-    fig = figures.throughput(one, analysis.fits(one))
+    fig = figures.throughput(one, tbl.fits(one))
     assert not [c for ax in fig.axes for c in ax.collections if c.get_gid() == "interval"]
 
 
@@ -362,9 +372,9 @@ def test_the_all_steps_median_stands_beside_the_kept_one_and_the_report_names_wh
     assert effect.loc[1, "all_steps_differ"] == False  # noqa: E712 (a bool, not "": it has an interval)
     assert effect.loc[2, "kept_over_all"] < 0.9 and effect.loc[2, "kept_over_all_hi"] < 1
     assert effect.loc[2, "all_steps_differ"] == True  # noqa: E712
-    (line,) = words.all_steps(runs, "vm")
+    line = words.sentences(facts.slowed(runs, "vm"))[-1]
     assert "differ by more than their interval in 1 of 2 combinations: cpu mlp-16-16 module at batch 2" in line
-    (line,) = words.all_steps(runs[runs.batch_size == 1], "vm")
+    line = words.sentences(facts.slowed(runs[runs.batch_size == 1], "vm"))[-1]
     assert "agree within the interval of their ratio in all 1 combinations" in line
     # summary.csv pools the all-steps median with its interval, as it pools the kept one.
     s = aggregate.summarise(runs.assign(samples_per_s=runs.batch_size / runs.step_time_median_s, test_accuracy=0.9, final_loss=0.1, device_name="x"))  # fmt: skip

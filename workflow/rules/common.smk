@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
 from mnistbench import BenchError
 from mnistbench.collect import aggregate
-from mnistbench.config import catalog, depends, devices as devs, networks
+from mnistbench.config import catalog, depends, devices as devs, networks, schema
 from mnistbench.jobs import CONFIG_ENV, PIPELINE_ENV, PYTHON_ENV, pipeline_token
 from mnistbench.train import needs
 
@@ -223,21 +223,28 @@ def run_threads():
     return devs.torch_threads(config["cpu_threads"], train_threads())
 
 
-def forget_corrupt(tensors, checksum):
-    """Remove a tensor file that no longer matches its checksum (nothing in it can be trusted):
-    it is then missing, and Snakemake rebuilds it before any job reads it."""
+def corrupt(tensors, checksum):
+    """Whether the preloaded tensor file no longer matches its checksum (e.g. truncated): read
+    only, so that a dry run changes no file; a run removes it (drop_corrupt)."""
     from mnistbench.files import intact
 
-    if (
+    return (
         os.path.exists(tensors)
         and os.path.exists(checksum)
         and not intact(tensors, checksum)
-    ):
-        print(
-            f"{tensors} does not match its checksum: the preload rule rebuilds it",
-            file=sys.stderr,
-        )
+    )
+
+
+def drop_corrupt(tensors, checksum):
+    """Before a run's first job: remove a corrupt tensor file (nothing in it can be trusted) and
+    stop, saying so; `rule all` asks for the file, so the next run rebuilds it with preload.
+    """
+    if corrupt(tensors, checksum):
         os.unlink(tensors)
+        raise WorkflowError(
+            f"{tensors} did not match its checksum (a truncated or edited file) and was removed: "
+            "run the same command again, which rebuilds it with the preload rule"
+        )
 
 
 def run_code(wildcards):
@@ -254,6 +261,18 @@ def run_code(wildcards):
 def network_of(wildcards):
     """The `models` entry of a run's results folder."""
     return NETWORKS[wildcards.network].network.name
+
+
+def report_config():
+    """The config keys the analysis reads (catalog.REPORT_KEYS), nested as in the config."""
+    out = {}
+    for key in catalog.REPORT_KEYS:
+        *parents, leaf = key.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = schema.get(config, key)
+    return out
 
 
 def later_outputs(wildcards):

@@ -49,7 +49,13 @@ rule preload:
         "../scripts/preload.py"
 
 
-# A tensor file that no longer matches its checksum (e.g. truncated) is treated as missing, so
-# this run rebuilds it instead of every job failing on it.
-if not workflow.remote_exec:
-    forget_corrupt(rules.preload.output.tensors, rules.preload.output.checksum)
+# A tensor file that no longer matches its checksum (e.g. truncated): said when the workflow is
+# read (a dry run changes nothing); a run removes it before its first job (drop_corrupt).
+if not workflow.remote_exec and corrupt(
+    rules.preload.output.tensors, rules.preload.output.checksum
+):
+    print(
+        f"{rules.preload.output.tensors} does not match its checksum: a run removes it, "
+        "and the next one rebuilds it with the preload rule",
+        file=sys.stderr,
+    )

@@ -1,7 +1,7 @@
 # The analysis after training: tables, the why, figures and the report's run-specific text.
 # Nothing here depends on a train job's code, only on the summary CSVs, so editing a figure or
 # an analysis reruns these rules and never a timed run:
-#   snakemake --cores all                      # after editing figures.py or a `figures` option
+#   snakemake --cores all                      # after editing report/figures.py or a `figures` option
 #   snakemake --report results/report.html
 # The package modules a rule's script imports are its inputs (depends.sources).
 # Other machines' results/summary/runs.csv (their epochs/environment/transfer/profile tables
@@ -10,7 +10,7 @@ from mnistbench.config import catalog
 from mnistbench.collect import reference
 
 MERGE = config["merge_runs"]
-# Reference machines shown beside this run's results (their runs.csv; mnistbench/reference.py).
+# Reference machines shown beside this run's results (their runs.csv; mnistbench/collect/reference.py).
 REFERENCES = [str(p) for p in reference.runs_files()] if config["reference"] else []
 # The registries: name, category and label of every figure and of every analysis table.
 FIGURES = list(catalog.FIGURES)
@@ -92,16 +92,19 @@ rule analyse:
         environment="results/summary/environment.csv",
         profile="results/summary/profile.csv",
         references=REFERENCES,
-        code=depends.sources("report.analysis"),
+        code=depends.sources("report.summary"),
     output:
         **FIGURE_PAGES,
         **TABLE_OUTPUTS,
         summary_md="results/summary.md",
         rst_answer="results/summary/report/answer.rst",
+        facts="results/summary/facts.json",
     log:
         "logs/analyse.log",
     conda:
         "../../environment.yml"
+    params:
+        config=report_config(),
     script:
         "../scripts/analyse.py"
 
@@ -109,6 +112,7 @@ rule analyse:
 rule figures:
     input:
         **{name: f"results/summary/{name}.csv" for name in catalog.inputs()},
+        facts="results/summary/facts.json",
         code=depends.sources("report.figures"),
     output:
         **FIGURE_OUTPUTS,

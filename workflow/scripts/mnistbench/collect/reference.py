@@ -25,7 +25,7 @@ class Reference:
     name: str  # its folder's name under bench/reference/
     label: str  # how every table, sentence and figure names it
     about: str  # its hardware, software, commit and date, in words
-    runs: pd.DataFrame  # its runs as the analysis compares them (machines.places), `host` = the label
+    runs: pd.DataFrame  # its runs as the analysis compares them (machines.places), `place` = the label
 
 
 def runs_files(root: Path = ROOT) -> list[Path]:
@@ -64,8 +64,8 @@ def load(runs_csv: Path) -> Reference:
         parts.append(f"commit {str(first.get('git_commit', '?'))[:12]}")
     parts.append(f"{len(runs)} runs from {date}")
     placed = machines.places(runs)
-    places = sorted(set(placed["host"]))
-    placed["host"] = [label if len(places) == 1 else f"{label}, {p}" for p in placed["host"]]
+    places = sorted(set(placed["place"]))
+    placed["place"] = [label if len(places) == 1 else f"{label}, {p}" for p in placed["place"]]
     return Reference(name=name, label=label, about="; ".join(parts), runs=placed)
 
 

@@ -180,10 +180,61 @@ def row_median(a: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndar
     return out
 
 
-def fit_many(x, Y, iterations: int = 30) -> tuple[np.ndarray, np.ndarray]:
-    """y = a + b*x fitted to every row of Y (replicates x points) at once, with a, b >= 0: the
-    same estimator as analysis.fit_line (relative residuals, Huber weights), vectorised so that
-    1000 replicates cost what one fit costs in a loop."""
+FIT_ITERATIONS = 50  # reweightings of the robust fit at most (it stops where no weight moves)
+
+
+def fit_line(x, y) -> dict:
+    """Robust fit of y = a + b*x (step time against batch size; copy time against bytes): the
+    point estimate, by the same estimator as every replicate's (fit_many), with how well the line
+    describes the points.
+
+    Residuals are relative (y spans orders of magnitude across batch sizes, and a plain least
+    squares fit would let the largest batch decide a alone), and points far from the line are
+    down-weighted (Huber weights, iterated), so one noisy repeat cannot drag the fit. Quality is
+    judged on the median y of each x: the largest relative error of the line.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y) & (y > 0)
+    x, y = x[keep], y[keep]
+    sizes = np.unique(x)
+    out = dict(a=math.nan, b=math.nan, n_points=len(y), n_batch_sizes=len(sizes))
+    out.update(batch_sizes=" ".join(str(int(s)) for s in sizes), rel_rmse=math.nan, max_rel_err=math.nan)
+    out.update(quality="none", note="")
+    if len(y) == 0:
+        out["note"] = "no successful run to fit"
+        return out
+    if len(sizes) == 1:
+        out["note"] = (
+            f"only batch size {int(sizes[0])} ran: the fixed cost per step and the cost per sample "
+            "cannot be told apart (run two or more batch sizes)"
+        )
+        return out
+    (a,), (b,) = fit_many(x, y[None, :])
+    a, b = float(a), float(b)
+    med = np.array([np.median(y[x == s]) for s in sizes])
+    err = (a + b * sizes) / med - 1
+    out.update(a=a, b=b, rel_rmse=float(np.sqrt(np.mean(err**2))), max_rel_err=float(np.max(np.abs(err))))
+    worst = out["max_rel_err"]
+    out["quality"] = "good" if worst <= 0.10 else "fair" if worst <= 0.30 else "poor"
+    notes = []
+    if b == 0:
+        notes.append("the step did not get slower with the batch (noise, or a cost that does not grow): b = 0")
+    elif a == 0:
+        notes.append("the smallest batch costs no more per sample than the largest (noise?): a = 0")
+    if out["quality"] == "poor":
+        notes.append(f"a straight line misses one batch size by {worst:.0%}: read a and b as rough")
+    elif len(sizes) == 2:
+        out["quality"] = "exact (2 sizes)"
+        notes.append("two batch sizes: the line passes through both, so its quality cannot be checked")
+    out["note"] = "; ".join(notes)
+    return out
+
+
+def fit_many(x, Y, iterations: int = FIT_ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
+    """y = a + b*x fitted to every row of Y (replicates x points) at once, with a, b >= 0 (a
+    negative overhead or cost per sample can only be noise: the better one-parameter line then):
+    relative residuals, Huber weights reweighted until none moves, vectorised so that 1000
+    replicates cost what one fit costs in a loop. fit_line's point estimate is its one row."""
     x = np.asarray(x, dtype=float)[None, :]
     Y = np.asarray(Y, dtype=float)
     base = 1.0 / Y

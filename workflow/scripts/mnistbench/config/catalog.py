@@ -38,23 +38,54 @@ class ModeInfo:
     networks: str = "any"
     why_networks: str = ""  # the bound that limits it to those networks, in words
     training: tuple = COMMON_TRAINING  # the `training.*` settings it implements
+    # Its look in every figure, its own: adding a mode changes no other mode's colour or marker.
+    color: str = "#7f7f7f"
+    marker: str = "o"
 
 
 FAMILY_ONLY = "its forward and backward are written for the mlp-... family's linear layers and sigmoids"
 MODES = {
-    "seed": ModeInfo("Seed", networks="family", why_networks=FAMILY_ONLY),
-    "manual": ModeInfo("Manual", networks="family", why_networks=FAMILY_ONLY),
-    "autograd": ModeInfo("Autograd", networks="family", why_networks="it trains the family's functional form"),
-    "module": ModeInfo("Module"),
-    "dataloader": ModeInfo("DataLoaderMode"),
-    "compiled": ModeInfo("Compiled"),
-    "amp": ModeInfo("Amp", kinds=("cpu", "cuda"), exact=False, training=(*COMMON_TRAINING, "amp_dtype")),
-    "cudagraph": ModeInfo("CudaGraph", kinds=("cuda",)),
-    "numpy": ModeInfo("Numpy", kinds=("cpu",), networks="family", why_networks=FAMILY_ONLY),
-    "kernel": ModeInfo("Kernel", kinds=("cpu",), needs="compiler", networks="family", why_networks=FAMILY_ONLY),
-    "sparse": ModeInfo("Sparse", kinds=("cpu",), needs="compiler", networks="family", why_networks=FAMILY_ONLY),
+    "seed": ModeInfo("Seed", color="#1f77b4", marker="o", networks="family", why_networks=FAMILY_ONLY),
+    "manual": ModeInfo("Manual", color="#ff7f0e", marker="s", networks="family", why_networks=FAMILY_ONLY),
+    "autograd": ModeInfo(
+        "Autograd",
+        color="#2ca02c",
+        marker="^",
+        networks="family",
+        why_networks="it trains the family's functional form",
+    ),
+    "module": ModeInfo("Module", color="#d62728", marker="v"),
+    "dataloader": ModeInfo("DataLoaderMode", color="#9467bd", marker="D"),
+    "compiled": ModeInfo("Compiled", color="#8c564b", marker="P"),
+    "amp": ModeInfo(
+        "Amp", color="#e377c2", marker="X", kinds=("cpu", "cuda"), exact=False, training=(*COMMON_TRAINING, "amp_dtype")
+    ),
+    "cudagraph": ModeInfo("CudaGraph", color="#7f7f7f", marker="*", kinds=("cuda",)),
+    "numpy": ModeInfo(
+        "Numpy", color="#bcbd22", marker="h", kinds=("cpu",), networks="family", why_networks=FAMILY_ONLY
+    ),
+    "kernel": ModeInfo(
+        "Kernel",
+        color="#17becf",
+        marker="p",
+        kinds=("cpu",),
+        needs="compiler",
+        networks="family",
+        why_networks=FAMILY_ONLY,
+    ),
+    "sparse": ModeInfo(
+        "Sparse",
+        color="#262626",
+        marker="<",
+        kinds=("cpu",),
+        needs="compiler",
+        networks="family",
+        why_networks=FAMILY_ONLY,
+    ),
     "persistent": ModeInfo(
         "Persistent",
+        color="#f77189",
+        marker=">",
         kinds=("cuda",),
         needs="triton",
         networks=networks.SEED_NETWORK,
@@ -93,6 +124,14 @@ def unsupported(mode: str, device: str, s: networks.Spec | None = None) -> str |
     if s is not None:
         return why_not_network(mode, s.network) or why_not_training(mode, s.training)
     return None
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+# The config keys the analysis reads (the analyse rule's params, so a change of one reruns it and
+# a change of any other key does not): the grid it describes, what counts as usable, the target.
+REPORT_KEYS = ("devices", "modes", "batch_sizes", "repeats", "train_samples", "epochs", "target_accuracy")
+REPORT_KEYS += ("quality.use", "quality.repeat_spread")
 
 
 # --- tables -----------------------------------------------------------------------------------------

@@ -15,8 +15,12 @@ import os
 import re
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mnistbench import BenchError
+
+if TYPE_CHECKING:  # annotations only: the Snakefile reads this module without torch
+    import torch
 
 
 @dataclass(frozen=True)

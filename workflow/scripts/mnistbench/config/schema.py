@@ -35,12 +35,14 @@ def defaults(spec: dict | None = None) -> dict:
     return out
 
 
-def _walk(node: dict, prefix: str = "", inherited: str | None = None):
-    """(dotted key, its x-run scope or None, its schema) for every leaf key."""
+def walk(node: dict | None = None, prefix: str = "", inherited: str | None = None):
+    """(dotted key, its x-run scope or None, its schema) for every leaf key of the schema (or of
+    `node`), in the schema's order."""
+    node = load() if node is None else node
     for key, sub in node.get("properties", {}).items():
         scope = sub.get("x-run", inherited)
         if sub.get("type") == "object" and "properties" in sub:
-            yield from _walk(sub, f"{prefix}{key}.", scope)
+            yield from walk(sub, f"{prefix}{key}.", scope)
         else:
             yield f"{prefix}{key}", scope, sub
 
@@ -48,7 +50,7 @@ def _walk(node: dict, prefix: str = "", inherited: str | None = None):
 def run_keys(scope: str | None = None) -> list[str]:
     """The dotted keys a run's result depends on, in the schema's order: those of `scope`
     ('result' or 'host'), or all of them."""
-    return [k for k, s, _ in _walk(load()) if s and (scope is None or s == scope)]
+    return [k for k, s, _ in walk() if s and (scope is None or s == scope)]
 
 
 def get(cfg: dict, key: str):
@@ -63,6 +65,6 @@ def training_options() -> dict:
     """{setting: (default, modes it concerns or None for every mode)} of every key under `training`."""
     return {
         k.removeprefix("training."): (sub.get("default"), tuple(sub["x-modes"]) if "x-modes" in sub else None)
-        for k, _, sub in _walk(load())
+        for k, _, sub in walk()
         if k.startswith("training.")
     }

@@ -46,41 +46,41 @@ def hostlist(hosts) -> str:
     return ", ".join(hosts[:MAX_HOSTS]) + (f" and {more} more" if more > 0 else "")
 
 
-def basis(runs: pd.DataFrame, host_device="cpu") -> dict:
+def basis(runs: pd.DataFrame, cpu="cpu") -> dict:
     """{accelerator machine: cpu machine}: the cpu of its own node type where it has runs, else
     the grid's cpu machine with the most runs (None where no cpu ran)."""
-    counts = runs.loc[runs["device"] == host_device, "machine"].value_counts().sort_index()
+    counts = runs.loc[runs["device"] == cpu, "machine"].value_counts().sort_index()
     grid = counts.sort_values(ascending=False, kind="stable").index[0] if len(counts) else None
-    accelerators = sorted(set(runs.loc[runs["device"] != host_device, "machine"]))
+    accelerators = sorted(set(runs.loc[runs["device"] != cpu, "machine"]))
     return {m: cpu_of(m) if cpu_of(m) in counts.index else grid for m in accelerators}
 
 
-def places(runs: pd.DataFrame, host_device="cpu") -> pd.DataFrame:
+def places(runs: pd.DataFrame, cpu="cpu") -> pd.DataFrame:
     """The table (runs, epochs: anything with host, machine and device columns) as the analysis
-    compares it: `host` names the place, `run_host` keeps where each run ran. Each accelerator
+    compares it, with a `place` column (`host` keeps where each run ran). Each accelerator
     machine's rows share a place with a copy of its basis cpu's rows; a cpu machine that is no
     accelerator's basis is a place of its own. A place is named by its host where it has one (an
     accelerator compared with the cpu of its own hosts keeps its hosts' names), else by both
     machines and their hosts: "<GPU> on gpu01 vs <cpu>, 8 threads on cpu01, cpu02"."""
-    runs = runs.assign(run_host=runs["host"])
-    on_cpu = runs["device"] == host_device
+    runs = runs.reset_index(drop=True)  # one label per row: a row copied into two places is found by it
+    on_cpu = runs["device"] == cpu
     frames = []
-    pairs = basis(runs, host_device)
-    for acc, cpu in pairs.items():
-        a, c = runs[~on_cpu & (runs["machine"] == acc)], runs[on_cpu & (runs["machine"] == cpu)]
+    pairs = basis(runs, cpu)
+    for acc, cpu_machine in pairs.items():
+        a, c = runs[~on_cpu & (runs["machine"] == acc)], runs[on_cpu & (runs["machine"] == cpu_machine)]
         same = c.empty or set(a["host"]) <= set(c["host"])
-        name = hostlist(a["host"]) if same else f"{short(acc)} on {hostlist(a['host'])} vs {describe(cpu, c)}"
-        frames.append(pd.concat([a, c]).assign(host=name))
+        name = hostlist(a["host"]) if same else f"{short(acc)} on {hostlist(a['host'])} vs {describe(cpu_machine, c)}"
+        frames.append(pd.concat([a, c]).assign(place=name))
     used = set(pairs.values())
-    for cpu in sorted(set(runs.loc[on_cpu, "machine"]) - used):
-        c = runs[on_cpu & (runs["machine"] == cpu)]
-        name = hostlist(c["host"]) if c["host"].nunique() == 1 else describe(cpu, c)
-        frames.append(c.assign(host=name))
+    for cpu_machine in sorted(set(runs.loc[on_cpu, "machine"]) - used):
+        c = runs[on_cpu & (runs["machine"] == cpu_machine)]
+        name = hostlist(c["host"]) if c["host"].nunique() == 1 else describe(cpu_machine, c)
+        frames.append(c.assign(place=name))
     if not frames:
-        return runs
+        return runs.assign(place=runs["host"])
     out = pd.concat(frames)
     # Two accelerators of one host compared with its cpu: one place, the cpu's rows once.
-    out = out[~out.set_index("host", append=True).index.duplicated()]
+    out = out[~out.set_index("place", append=True).index.duplicated()]
     return out.reset_index(drop=True)
 
 

@@ -1,25 +1,27 @@
 """The mode ladder: each network, trained by implementations from the beginner's code to the fastest.
 
-Each mode is a class with the same small interface, named in the registry (catalog.MODES: names,
-order, device kinds, the networks and settings it supports) and found by implementation(name):
+The contract of a mode, written here only (tests/test_modes.py holds every registered mode to it,
+through the train job's own builder and evaluation):
 
-    mode = implementation(name)(spec, state, device, batch_size)
-    mode.setup(batch)          # one-off cost (compile, graph capture, build), timed apart; must not train
-    for batch in mode.epoch(data, perm): mode.step(batch)
-    mode.params()              # current state, named as nets.initial_state names it
+    mode = implementation(name)(spec, state, device, batch_size)   # runner.build in a train job
+    mode.setup(item)       # one-off cost (compile, graph capture, build), timed apart; never trains
+    for item in mode.epoch(data, perm):
+        mode.step(item)    # None for one training step, or the int count of the steps it did
+    mode.params()          # {name: float32 tensor or array} named and shaped as nets.initial_state
 
-`spec` (networks.Spec) is the network and its training settings (loss, lr, ...), `state` its initial
-parameters (nets.initial_state): every mode of a repeat starts from the same. `step` does one
-training step and returns None; a mode that does several per call (`compiled`, `kernel` and
-`sparse` at small batch sizes) yields that many steps' samples per item and returns the count.
+`spec` (networks.Spec) is the network and its training settings (loss, lr, ...), `state` its
+initial parameters (nets.initial_state): every mode of a repeat starts from the same. A mode that
+does several steps per call (`compiled`, `kernel` and `sparse` at small batch sizes) yields that
+many steps' samples per item. `data` holds x [N, 784] float32, y [N] int64 and t [N, 10] one-hot
+float32 on the device (or on the host for `dataloader`); `perm` is the epoch's sample order; an
+item is the tuple of one call's rows (a mode may add its own form of them, as `sparse` its lists).
+Every mode computes the true gradient of the mean loss over the batch, except `seed`, which
+reproduces the beginner's code, diagonal-only softmax derivative included.
 
-`data` holds x [N, 784] float32, y [N] int64 and t [N, 10] one-hot float32 on the device (or on
-the host for `dataloader`); `perm` is the epoch's sample order. Every mode computes the true
-gradient of the mean loss over the batch, except `seed`, which reproduces the beginner's code,
-diagonal-only softmax derivative included. To add a mode: write its class here (or, where its step
-is a hand-written kernel, in native.py), register it in
-catalog.MODES, describe it in the docs (README.md, config/README.md: tests/test_docs.py checks them) and
-add it to the tests in tests/test_modes.py.
+To add a mode: its class here (or in native.py where its step is a hand-written kernel), its
+entry in the registry catalog.MODES (name, order, device kinds, networks, settings, colour), its
+words in the docs (README.md, config/README.md: tests/test_docs.py checks them); tests/test_modes.py
+then proves it against float64 and the contract.
 """
 
 import getpass
@@ -210,6 +212,13 @@ class Autograd(Mode):
 # --- nn.Module + torch.optim --------------------------------------------------------------------
 
 
+def sgd(net: nn.Module, s: networks.Spec, fused: bool = False) -> torch.optim.SGD:
+    """The optimiser of every mode that trains with torch.optim, built here only: plain SGD with the
+    training settings of `s` (a setting the config gains is set here, for all of them). `fused`:
+    one kernel for the whole update (amp on cuda, where it reads the GradScaler's flag on the device)."""
+    return torch.optim.SGD(net.parameters(), lr=s.lr, fused=fused or None)
+
+
 class SoftmaxMSELoss(nn.Module):
     """The beginner's loss as a module: squared error of softmax vs one-hot, summed over classes."""
 
@@ -227,7 +236,7 @@ class Module(Mode):
         super().__init__(*args)
         self.net = nets.module(self.spec, self.p, self.device)
         self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
-        self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr)
+        self.opt = sgd(self.net, self.spec)
 
     def step(self, batch):
         x, y, _ = batch
@@ -329,7 +338,7 @@ class Compiled(Mode):
         if not self.spec.network.family:
             self.net = nets.module(self.spec, self.p, self.device)
             self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
-            self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr)
+            self.opt = sgd(self.net, self.spec)
             _compile_afresh()
             self.cnet = torch.compile(self.net, dynamic=False)
             return
@@ -403,7 +412,7 @@ class Amp(Module):
         if not devices.is_cpu(self.device):
             # The fused SGD reads the scaler's overflow flag on the device; with the default one
             # GradScaler.step fetches it to the host (a sync every step).
-            self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr, fused=True)
+            self.opt = sgd(self.net, self.spec, fused=True)
         self.dtype = devices.autocast_dtype(self.device, self.spec.training["amp_dtype"])
         self.scaler = torch.amp.GradScaler(self.kind, enabled=self.dtype == torch.float16)
 

@@ -9,7 +9,7 @@ import time
 import torch
 
 from mnistbench.train import kernel
-from mnistbench.train.modes import Mode, Unsupported
+from mnistbench.train.modes import Mode, Unsupported, capture
 
 
 class Kernel(Mode):

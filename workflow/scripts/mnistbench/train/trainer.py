@@ -2,11 +2,12 @@
 
 Runs inside the Snakemake `train` rule, or alone on any machine with torch:
 
-    python -m mnistbench.train --data results/preload/mnist.pt --device cuda --model mlp-16-16 \\
+    python -m mnistbench.train --data results/preload/mnist.pt --device cuda --network mlp-16-16 \\
         --mode module --batch-size 64 --out run.csv
 """
 
 import argparse
+import copy
 import itertools
 import math
 import sys
@@ -353,44 +354,47 @@ def _weights(trainer) -> dict:
     return {k: torch.as_tensor(v).detach().clone() for k, v in trainer.params().items()}
 
 
+def options(p: argparse.ArgumentParser) -> None:
+    """One option per config key a run depends on (the schema's x-run keys), its type, default,
+    choices and help from the schema: `training.lr` is --training-lr."""
+    parse = {"integer": int, "number": float, "string": str, "boolean": lambda v: v.lower() in ("1", "true", "yes")}
+    for key, _, sub in schema.walk():
+        if key in schema.run_keys():
+            p.add_argument(
+                "--" + key.replace(".", "-").replace("_", "-"),
+                dest=key,
+                type=parse[sub["type"]],
+                default=schema.get(DEFAULTS, key),
+                choices=sub.get("enum"),
+                help=" ".join(str(sub.get("description", "")).split()) or None,
+            )
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="Train and time one combination of the MNIST benchmark.")
     p.add_argument("--data", required=True, help="tensor file written by the preload step")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--model", default=DEFAULTS["models"][0], help="a `models` entry: mlp-16-16, or file.py:Class")
+    p.add_argument("--network", default=DEFAULTS["models"][0], help="a `models` entry: mlp-16-16, or file.py:Class")
     p.add_argument("--mode", default="module", choices=list(MODES))
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeat", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=DEFAULTS["epochs"])
-    p.add_argument("--train-samples", type=int, default=DEFAULTS["train_samples"])
-    p.add_argument("--test-samples", type=int, default=DEFAULTS["test_samples"])
-    p.add_argument("--warmup-steps", type=int, default=DEFAULTS["warmup_steps"])
-    p.add_argument("--min-timed-s", type=float, default=DEFAULTS["min_timed_s"], help="fewest seconds timed")
-    p.add_argument("--threads", type=int, default=0, help="cpu threads, 0 = every core but one")
-    p.add_argument("--retime", type=int, default=DEFAULTS["retime"], help="timings made again when noisy")
-    p.add_argument("--loss", default="cross_entropy", choices=nets.LOSSES)
-    p.add_argument("--init", default="default", choices=["default", "seed"])
-    p.add_argument("--lr", type=float, default=DEFAULTS["training"]["lr"])
     p.add_argument("--out", default="run.csv")
-    a = p.parse_args(argv)
-    cfg = dict(
-        DEFAULTS,
-        epochs=a.epochs,
-        train_samples=a.train_samples,
-        test_samples=a.test_samples,
-        warmup_steps=a.warmup_steps,
-        min_timed_s=a.min_timed_s,
-        cpu_threads=a.threads,
-        retime=a.retime,
-        training=dict(DEFAULTS["training"], loss=a.loss, init=a.init, lr=a.lr),
-    )
+    options(p)
+    a = vars(p.parse_args(argv))
+    cfg = copy.deepcopy(DEFAULTS)
+    for key in schema.run_keys():
+        *parents, leaf = key.split(".")
+        node = cfg
+        for part in parents:
+            node = node[part]
+        node[leaf] = a[key]
     try:
-        row, record = train(cfg, a.data, a.device, a.model, a.mode, a.batch_size, a.repeat)
+        row, record = train(cfg, a["data"], a["device"], a["network"], a["mode"], a["batch_size"], a["repeat"])
     except BenchError as e:
         sys.exit(f"error: {e}")
-    records.write_outputs(row, record, a.out, Path(a.out).with_suffix(".json"))
+    records.write_outputs(row, record, a["out"], Path(a["out"]).with_suffix(".json"))
     rate = row["samples_per_s"] and round(row["samples_per_s"])
-    print(f"{row['status']}: {rate} samples/s, timing {row['quality'] or 'n/a'} -> {a.out}")
+    print(f"{row['status']}: {rate} samples/s, timing {row['quality'] or 'n/a'} -> {a['out']}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,120 @@
+"""The facts beside each figure of the report, its page (templates/pages.rst.j2): how much a larger
+batch buys, the range of speedups, how the cost per sample grows with the network, where a profiled
+step's time goes, the most ops per step, the copies, time to accuracy. The first fact of a page
+titles its figure (words.title). Facts as in facts.py: plain dicts whose `kind` names their macro.
+"""
+
+import math
+
+import pandas as pd
+
+from mnistbench.collect.aggregate import succeeded
+from mnistbench.report.numbers import at
+from mnistbench.report.tables import own, yes
+
+
+def ratio(r) -> dict:
+    """A speedup row: its factor with the interval, and whether it is the same within noise."""
+    return dict(speedup=at(r, "speedup"), same=yes(r.get("same_within_noise")))
+
+
+def batch_gain(runs: pd.DataFrame) -> list[dict]:
+    """How much a larger batch buys on the first network: module's gain from the smallest to the
+    largest batch (the tutorial's way; else the largest gain) and the fastest mode at the largest."""
+    if runs.empty:
+        return []
+    ok = runs[runs["model"] == runs["model"].iloc[0]]
+    med = ok.groupby(["device", "mode", "batch_size"])["samples_per_s"].median().reset_index()
+    small, large = med["batch_size"].min(), med["batch_size"].max()
+    a = med[med["batch_size"] == small].set_index(["device", "mode"])["samples_per_s"]
+    b = med[med["batch_size"] == large].set_index(["device", "mode"])["samples_per_s"]
+    gain = (b / a).dropna()
+    if small == large or gain.empty:
+        return []
+    device, mode = next(((d, m) for d, m in gain.index if m == "module"), gain.idxmax())
+    top = b.idxmax()
+    fact = dict(
+        kind="batch_gain", device=device, mode=mode, gain=gain[(device, mode)], small=int(small), large=int(large)
+    )
+    return [dict(fact, top_mode=top[1], top_device=top[0], top_rate=b.max())]
+
+
+def speedup_range(spd: pd.DataFrame) -> list[dict]:
+    """The range of accelerator-over-cpu speedups of this run; without an accelerator, the best
+    mode over the reference mode on the cpu (what the speedup figure then shows)."""
+    row = lambda r: dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]), **ratio(r))  # noqa: E731
+    dev = own(spd)[own(spd)["kind"] == "device"]
+    if len(dev):
+        return [
+            dict(
+                kind="speedup_range", lo=row(dev.loc[dev["speedup"].idxmin()]), hi=row(dev.loc[dev["speedup"].idxmax()])
+            )
+        ]
+    lad = own(spd)[(own(spd)["kind"] == "mode") & (own(spd)["mode"] != own(spd)["baseline_mode"])]
+    if len(lad):
+        hi = lad.loc[lad["speedup"].idxmax()]
+        return [dict(kind="speedup_cpu_only", baseline=hi["baseline_mode"], **row(hi))]
+    return []
+
+
+def cost_growth(fit: pd.DataFrame) -> list[dict]:
+    """Per place, device and mode, the cost per sample b of the smallest and the largest network
+    against their arithmetic: where b grows with the FLOP, arithmetic has taken over."""
+    f = fit[fit["b_us"].notna() & fit["flop_per_sample"].notna()]
+    out = []
+    for (place, device, mode), g in f.groupby(["place", "device", "mode"], sort=False):
+        g = g.sort_values("flop_per_sample")
+        if len(g) < 2:
+            continue
+        lo, hi = g.iloc[0], g.iloc[-1]
+        ends = [dict(network=r["model"], flop=r["flop_per_sample"], b=at(r, "b_us")) for r in (lo, hi)]
+        grew = hi["b_us"] / lo["b_us"] if lo["b_us"] > 0 else math.nan
+        more = hi["flop_per_sample"] / lo["flop_per_sample"]
+        out.append(
+            dict(
+                kind="cost_growth", place=place, device=device, mode=mode, lo=ends[0], hi=ends[1], grew=grew, more=more
+            )
+        )
+    return out
+
+
+def profiled(prof: pd.DataFrame) -> list[dict]:
+    """Where a profiled step's time goes (module and dataloader), after the slowest step at the
+    smallest batch."""
+    ok = succeeded(prof)
+    if ok.empty:
+        return []
+    small = ok[ok["batch_size"] == ok["batch_size"].min()]
+    top = small.loc[small["step_us_profiled"].idxmax()]
+    out = [dict(kind="slowest_step", batch=int(top["batch_size"]), mode=top["mode"], device=top["device"])]
+    return out + [dict(kind="breakdown", **r) for r in ok[ok["mode"].isin(["module", "dataloader"])].to_dict("records")]
+
+
+def most_ops(prof: pd.DataFrame) -> list[dict]:
+    ok = succeeded(prof)
+    if ok.empty:
+        return []
+    o = ok.assign(total=ok["ops_step"] + ok["ops_batch"])
+    top = o.loc[o["total"].idxmax()]
+    keep = ("mode", "model", "batch_size", "device", "total", "ops_batch")
+    return [dict(kind="most_ops", **{k: top[k] for k in keep})]
+
+
+def copy_rates(bw: pd.DataFrame) -> list[dict]:
+    if bw.empty:
+        return []
+    top = bw.loc[bw["largest_gb_per_s"].idxmax()]
+    return [dict(kind="fastest_copy", **top)] + [dict(kind="copy", **r) for r in bw.to_dict("records")]
+
+
+def accuracy(runs: pd.DataFrame, target) -> list[dict]:
+    ok = succeeded(runs)
+    if ok.empty:
+        return []
+    reached = ok[pd.to_numeric(ok["time_to_target_s"], errors="coerce").notna()]
+    fact = dict(kind="accuracy", reached=len(reached), of=len(ok), target=target, fastest=None)
+    if len(reached):
+        r = reached.loc[pd.to_numeric(reached["time_to_target_s"]).idxmin()]
+        fact["fastest"] = dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]))
+        fact["fastest"].update(seconds=float(r["time_to_target_s"]), host=r["host"])
+    return [fact]
