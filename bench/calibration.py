@@ -69,16 +69,16 @@ def medians(reps: dict) -> dict:
 
 
 def ladder_ratios(runs: pd.DataFrame, med: dict) -> dict:
-    """{(host, device, network, point, mode): replicates of the mode's samples/s over seed's} at
+    """{(place, device, network, point, mode): replicates of the mode's samples/s over seed's} at
     the smallest and the largest batch size of each device: the factors the headline and the
     ladder figure quote."""
     out = {}
     lad = tbl.ladder(runs)
     for _, r in lad[lad["mode"] != "seed"].iterrows():
-        seed = med.get((r["host"], r["device"], r["model"], "seed", int(r["batch_size"])))
-        own = med.get((r["host"], r["device"], r["model"], r["mode"], int(r["batch_size"])))
+        seed = med.get((r["place"], r["device"], r["model"], "seed", int(r["batch_size"])))
+        own = med.get((r["place"], r["device"], r["model"], r["mode"], int(r["batch_size"])))
         if seed is not None and own is not None:
-            out[(r["host"], r["device"], r["model"], r["point"], r["mode"])] = seed / own
+            out[(r["place"], r["device"], r["model"], r["point"], r["mode"])] = seed / own
     return out
 
 

@@ -68,7 +68,7 @@ def fast_path(lib, d: dict, batch: int):
 
 
 def init(sizes, seed: int = 0) -> dict:
-    """nn.Linear's init for every layer of 784 -> ... -> 10, in model.py's parameter names."""
+    """nn.Linear's init for every layer of 784 -> ... -> 10, in train/nets.py's parameter names."""
     g = torch.Generator().manual_seed(seed)
     p = {}
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):

@@ -347,7 +347,7 @@ def test_figures_regenerate_without_retraining(cpu_pipeline, tmp_path):
     assert png.stat().st_size < size  # drawn again, at the lower dpi
     # An edit of the figure code (in the package the thin script imports): again only figures.
     mtime = png.stat().st_mtime_ns
-    with edited(repo / "workflow/scripts/mnistbench/figures.py", "\n# an edit\n"):
+    with edited(repo / "workflow/scripts/mnistbench/report/figures.py", "\n# an edit\n"):
         assert jobs(run_copy(repo, wd, cfg, "-n")) == ["all", "figures"]
         assert jobs(run_copy(repo, wd, cfg)) == ["all", "figures"]
     assert png.stat().st_mtime_ns > mtime
@@ -380,7 +380,7 @@ def test_merge_another_machine_by_host(cpu_pipeline, tmp_path):
     merged = pd.read_csv(wd / "results/summary/runs.csv")
     assert "gpu-box" in set(merged.host) and len(set(merged.host)) == 2
     cross = pd.read_csv(wd / "results/summary/crossover.csv")
-    assert set(cross.host) == {"gpu-box"} and set(cross["mode"]) == set(cfg["modes"])
+    assert set(cross.place) == {"gpu-box"} and set(cross["mode"]) == set(cfg["modes"])
     assert set(pd.read_csv(wd / "results/summary/environment.csv").host) == set(merged.host)
     assert set(pd.read_csv(wd / "results/summary/profile.csv").host) == set(merged.host)
     md = (wd / "results/summary.md").read_text()

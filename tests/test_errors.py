@@ -86,7 +86,7 @@ def test_schema_rejects_bad_values(mirror, tmp_path, override, key):
 def test_command_line_lists_keep_their_types(mirror, tmp_path):
     """`--config batch_sizes=[8,64]` reaches the workflow as numbers, not strings."""
     url, md5 = mirror
-    args = ["-n", "--config", "batch_sizes=[8,64]", "model={lr: 0.25}", "modes=[manual]"]
+    args = ["-n", "--config", "batch_sizes=[8,64]", "training={lr: 0.25}", "modes=[manual]"]
     proc = snakemake(tmp_path, tiny_config(url, md5), *args)
     assert "results/runs/cpu/mlp-16-16/manual/bs64/r0.csv" in proc.stdout
 

@@ -165,7 +165,7 @@ RUNS = {
 
 
 def mlp_init(sizes, seed):
-    """nn.Linear's init for every layer, in model.py's parameter names (w1, b1, ...)."""
+    """nn.Linear's init for every layer, in train/nets.py's parameter names (w1, b1, ...)."""
     g = torch.Generator().manual_seed(seed)
     p = {}
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):

@@ -230,7 +230,7 @@ def test_a_setting_added_to_the_schema_alone_retimes_refuses_merges_and_leaves_o
         set(runs["mode"]) == {"module", "amp"}
         and runs.settings.str.contains('"training.amp_init_scale": 65536.0').all()
     )
-    changed = ["model={amp_init_scale: 1024}"]
+    changed = ["training={amp_init_scale: 1024}"]
     # A change retimes the runs it concerns: module's; amp is left out of the grid.
     planned = job_stats(snakemake(wd, cfg, "-n", "--config", *changed, repo=repo))
     assert planned["train"] == len(cfg["batch_sizes"]) and planned["profile"] == 1, planned
@@ -254,7 +254,7 @@ def test_a_setting_no_mode_implements_stops_a_grid_of_nothing_with_one_line(mirr
     url, md5 = mirror
     repo = copy_repo(tmp_path / "repo")
     add_setting(repo, "momentum", {"type": "number", "minimum": 0, "default": 0.0})
-    cfg = tiny_config(url, md5, devices=["cpu"], modes=["module"], model={"momentum": 0.9})
+    cfg = tiny_config(url, md5, devices=["cpu"], modes=["module"], training={"momentum": 0.9})
     proc = snakemake(tmp_path / "wd", cfg, "-n", repo=repo, check=False)
     assert proc.returncode != 0
     (line,) = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("config key `modes`")]

@@ -1,4 +1,4 @@
-"""The `persistent` mode's Triton kernels (mnistbench/persistent.py) track float64 autograd SGD.
+"""The `persistent` mode's Triton kernels (mnistbench/train/persistent.py) track float64 autograd SGD.
 
 Where cuda is present the kernels run compiled, in this process. Elsewhere they run in Triton's
 interpreter on cpu tensors, in a subprocess started with TRITON_INTERPRET=1. Triton 3.8 reads

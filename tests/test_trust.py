@@ -48,7 +48,7 @@ def test_nothing_changed_nothing_reruns(finished):
     "change",
     [
         ["epochs=3"],
-        ["model={lr: 0.25}"],
+        ["training={lr: 0.25}"],
         ["train_samples=256"],
         ["seed=5"],
         ["warmup_steps=1"],
@@ -87,7 +87,7 @@ def test_a_new_batch_size_trains_only_its_runs(finished):
 
 def test_an_edit_of_the_training_code_retimes_and_an_edit_of_the_figures_does_not(finished, tmp_path):
     repo, wd, cfg, _ = finished
-    for name, edit in (("modes.py", "\n# an edit\n"), ("kernel.c", "\n/* an edit */\n")):
+    for name, edit in (("train/modes.py", "\n# an edit\n"), ("train/kernel.c", "\n/* an edit */\n")):
         with edited(repo / "workflow/scripts/mnistbench" / name, edit):
             assert jobs(snakemake(wd, cfg, "-n", repo=repo)).count("train") == n_runs(cfg), name
     assert jobs(snakemake(wd, cfg, "-n", repo=repo)) == []
@@ -274,8 +274,8 @@ def test_a_run_too_short_to_learn_is_not_a_failure_but_one_whose_loss_rose_is():
 @pytest.mark.parametrize(
     "args, retimed",
     [
-        (["model={lr: 5e-1}"], False),  # the finished run's lr, in e-notation: the same number
-        (["model={lr: 1e-3}"], True),
+        (["training={lr: 5e-1}"], False),  # the finished run's lr, in e-notation: the same number
+        (["training={lr: 1e-3}"], True),
         (["retime=0"], False),  # the finished run's retime, as the command line's string
         (["retime=1"], True),
     ],
@@ -290,7 +290,7 @@ def test_command_line_numbers_are_typed(finished, args, retimed):
 
 def test_yaml_numbers_in_e_notation_are_numbers(finished, tmp_path):
     repo, wd, cfg, _ = finished
-    (tmp_path / "extra.yaml").write_text("model:\n  lr: 5e-1\nquality:\n  max_other_cpu: 2.5e-1\n")
+    (tmp_path / "extra.yaml").write_text("training:\n  lr: 5e-1\nquality:\n  max_other_cpu: 2.5e-1\n")
     assert yaml.safe_load((tmp_path / "extra.yaml").read_text())["training"]["lr"] == "5e-1"  # YAML 1.1 says string
     # The finished run's values (the defaults) in e-notation: the same numbers, nothing to retime.
     files = [str(wd / "config.yaml"), str(tmp_path / "extra.yaml")]  # a later --configfile replaces the list
@@ -395,7 +395,7 @@ def test_what_a_mode_prints_reaches_the_job_log(mirror, prepared):
     """The warm worker's output (a mode's print, C code's output) goes to the job's log."""
     url, md5, tmp_path = *mirror, prepared
     repo = copy_repo(tmp_path / "repo")
-    code = repo / "workflow/scripts/mnistbench/modes.py"
+    code = repo / "workflow/scripts/mnistbench/train/modes.py"
     text = code.read_text()
     marker = '    def backward(self, x, t):\n        """Fill self.g'
     assert marker in text

@@ -132,7 +132,7 @@ def long_run(tmp_path, monkeypatch):
         repeat=0,
     )
     req["log_path"] = str(log)
-    env = dict(os.environ, PYTHONPATH=str(Path(worker.__file__).parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(worker.__file__).parents[2]))
 
     def client():
         return subprocess.Popen(

@@ -175,7 +175,7 @@ PROFILE_CODE = " ".join(
 )
 
 
-# A warm worker only where jobs run on this machine (see mnistbench/worker.py): a cluster job
+# A warm worker only where jobs run on this machine (see mnistbench/train/worker.py): a cluster job
 # re-reads the Snakefile in remote mode, and there it trains in its own process. Set in the config
 # the job reads, not in the train rule's params: a change of params would re-time every run.
 config["warm_worker"] = config["warm_worker"] and not workflow.remote_exec
@@ -199,7 +199,7 @@ TRAIN_SCRIPT = Path(workflow.basedir) / "workflow" / "scripts" / "train.py"
 
 # The package's modules are inputs of the rules that import them (depends.sources for the analysis
 # rules): Snakemake's code trigger sees only the thin script, so without them an edit to
-# mnistbench/figures.py would rerun nothing.
+# mnistbench/report/figures.py would rerun nothing.
 PKG = Path(workflow.basedir) / "workflow" / "scripts" / "mnistbench"
 
 

@@ -155,7 +155,8 @@ def interval(reps) -> tuple[float, float]:
     if len(r) == 0 or np.isnan(r).any():
         return math.nan, math.nan
     tail = 100 * (1 - LEVEL) / 2
-    lo, hi = np.percentile(r, [tail, 100 - tail])
+    with np.errstate(invalid="ignore"):  # inf replicates: numpy's interpolation step warns
+        lo, hi = np.percentile(r, [tail, 100 - tail])
     return float(lo), float(hi)
 
 

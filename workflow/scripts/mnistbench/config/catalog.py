@@ -3,13 +3,15 @@ beginner's code to the fastest), the analysis tables and the report's figures.
 
 - MODES: every mode's name, the class that implements it (modes.py), the device kinds it can run
   on, what else the machine must have, which networks it trains and which training settings it
-  implements. `why_not` says why a device x network x mode cannot run here: the grid leaves such
-  a combination out and lists it with that reason in left_out.csv.
+  implements, its colour and marker in every figure. `unsupported` says why the registry rules a
+  device x network x mode out (train/needs.py adds what the machine lacks): the grid leaves such a
+  combination out and lists it with that reason in left_out.csv.
 - TABLES: the tables the `analyse` rule writes (results/summary/<name>.csv), each with its caption
   workflow/report/<name>_table.rst.
 - FIGURES: the report's figures (results/figures/<name>.png), each with the tables it reads and
-  its caption workflow/report/<name>.rst; figures.py draws one function per name, words.py writes
-  the page of words beside each.
+  its caption workflow/report/<name>.rst; report/figures.py draws one function per name,
+  report/templates/pages.rst.j2 writes the page of words beside each.
+- REPORT_KEYS: the config keys the analysis reads.
 
 It imports no torch, matplotlib or seaborn: the Snakefile reads it in every invocation (every dry
 run and, on a cluster, every job), where importing them costs seconds.

@@ -114,7 +114,14 @@ def with_interval(n, fmt) -> str:
     if math.isnan(lo) or math.isnan(hi):
         return text + NONE
     low, high = fmt(lo), fmt(hi) if _finite(hi) or fmt is grid else "∞"
-    if _unit(low) == _unit(high) and fmt is not grid:  # '218–245×', '4.58–4.94 k': the unit once
+    if (
+        _unit(low) == ""
+        and _unit(high).strip() in set(ENG.ENG_PREFIXES.values()) - {""}
+        and _finite(lo)
+        and _finite(hi)
+    ):
+        low = f"{lo / 10 ** (3 * math.floor(math.log10(abs(hi)) / 3)):.3g}"  # '0.0543–577 k', never '54.3–577 k'
+    elif _unit(low) == _unit(high) and fmt is not grid:  # '218–245×', '4.58–4.94 k': the unit once
         low = low.removesuffix(_unit(low))
     return f"{text} ({low}–{high})"
 

@@ -359,7 +359,8 @@ def grid_interval(values: np.ndarray) -> tuple[float, float]:
     """The central 95 % of replicates that take grid values (batch sizes, or inf): values that
     occur, not interpolated between them."""
     tail = 100 * (1 - uncertainty.LEVEL) / 2
-    lo, hi = np.percentile(np.asarray(values, dtype=float), [tail, 100 - tail], method="inverted_cdf")
+    with np.errstate(invalid="ignore"):  # inf (never) is a value here; numpy's interpolation step warns
+        lo, hi = np.percentile(np.asarray(values, dtype=float), [tail, 100 - tail], method="inverted_cdf")
     return float(lo), float(hi)
 
 

@@ -1,4 +1,4 @@
-"""The networks every mode trains (spec.py says which): their parameters, forward pass, loss and
+"""The networks every mode trains (config/networks.py says which): their parameters, forward pass, loss and
 true gradients, a user's module loaded from its file, and the arithmetic of one training sample.
 
 A network of the family (784 -> hidden widths -> 10, sigmoid hidden layers) keeps its parameters
