@@ -295,6 +295,10 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25, intervals=Tru
         }
     )
     stats["samples_per_s_iqr"] = stats["samples_per_s_q3"] - stats["samples_per_s_q1"]
+    # The point is the batch size over the median step time, as every table of the report counts
+    # it and as its interval is drawn: the median of the runs' own rates is the same for an odd
+    # number of runs and would differ from both for an even one.
+    stats["samples_per_s_median"] = stats.index.get_level_values("batch_size") / stats["step_time_median_s"]
     # Beside the step time of the kept steps, the median over all timed steps (what the step time
     # would be without the slowed-stretch rule), pooled the same way, with its interval.
     all_steps = ok.assign(

@@ -483,7 +483,7 @@ def collect(tables: dict, cfg: dict) -> dict:
     firsts = [bullet[0] for bullet in out["headline"] if bullet[0]["kind"] in ("ladder_small", "overview_kind")]
     out["pages"] = dict(
         ladder=firsts[:1],
-        throughput=pages.batch_gain(tables["usable"]),
+        throughput=pages.batch_gain(tables["usable"], tables["rates"]),
         speedup=pages.speedup_range(tables["speedup"]),
         map=first_network,
         cost=pages.cost_growth(fit),

@@ -42,7 +42,7 @@ from mnistbench.report.look import (
     titled,
 )
 from mnistbench.report.numbers import flop, rate, times
-from mnistbench.report.tables import PLACE_KEYS, by_size, placed
+from mnistbench.report.tables import PLACE_KEYS, by_size, placed, rates
 
 DRAW = {}
 
@@ -146,8 +146,9 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",), title: str =
         return note_figure(title, "No successful run: nothing to plot.")
     aside = succeeded(runs)[lambda r: ~r.index.isin(ok.index)]
     ok = ok.assign(model=pd.Categorical(ok["model"], by_size(ok))).sort_values("model").astype({"model": str})
+    med = rates(runs, use)
     if several(ok):
-        return titled(across.throughput(ok), title)
+        return titled(across.throughput(med), title)
     panels = [(p, m) for p in places_of(ok) for m in dict.fromkeys(ok[ok["place"] == p]["model"])]
     places, models = {p for p, _ in panels}, {m for _, m in panels}
     devices = cpu_first(ok["device"])
@@ -161,9 +162,10 @@ def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",), title: str =
     for ax, (place, model) in zip(axes, panels):
         h = ok[(ok["place"] == place) & (ok["model"] == model)]
         hues = [v for v in (devices if hue == "device" else modes) if v in set(h[hue])]
-        sns.lineplot(data=h, x="batch_size", y="samples_per_s", hue=hue, hue_order=hues, style="mode", ax=ax, palette=colour,
+        line = med[(med["place"] == place) & (med["model"] == model)]
+        sns.lineplot(data=line, x="batch_size", y="samples_per_s", hue=hue, hue_order=hues, style="mode", ax=ax, palette=colour,
                      style_order=[m for m in modes if m in set(h["mode"])], markers={m: MODE_MARKER[m] for m in modes},
-                     estimator="median", errorbar=None, dashes=True)  # fmt: skip
+                     estimator=None, errorbar=None, dashes=True)  # fmt: skip
         for (device, mode), g in h.groupby(["device", "mode"]):
             band = interval_band(g)
             if band is not None:

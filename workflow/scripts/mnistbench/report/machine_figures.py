@@ -109,11 +109,10 @@ def ladder(lad: pd.DataFrame):
     return fig
 
 
-def throughput(ok: pd.DataFrame):
+def throughput(med: pd.DataFrame):
     """samples/s against batch size across machines: per device and network, each machine's best
-    mode (median over its repeats) as a thin grey line, the fastest and the slowest at the largest
-    batch size in colour and named."""
-    med = ok.groupby(["place", "device", "model", "mode", "batch_size"])["samples_per_s"].median().reset_index()
+    mode (tables.rates) as a thin grey line, the fastest and the slowest at the largest batch size
+    in colour and named."""
     best = med.groupby(["place", "device", "model", "batch_size"])["samples_per_s"].max().reset_index()
     rows = panels(best)
     models = {m for _, m in rows}

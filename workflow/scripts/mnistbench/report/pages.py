@@ -18,13 +18,14 @@ def ratio(r) -> dict:
     return dict(speedup=at(r, "speedup"), same=yes(r.get("same_within_noise")))
 
 
-def batch_gain(runs: pd.DataFrame) -> list[dict]:
-    """How much a larger batch buys on the first network: module's gain from the smallest to the
-    largest batch (the tutorial's way; else the largest gain) and the fastest mode at the largest."""
+def batch_gain(runs: pd.DataFrame, rates: pd.DataFrame) -> list[dict]:
+    """How much a larger batch buys on the first network of the usable `runs`, on their first machine (their samples/s:
+    `rates`, tables.rates): module's gain from the smallest to the largest batch (the tutorial's
+    way; else the largest gain) and the fastest mode at the largest."""
     if runs.empty:
         return []
-    ok = runs[runs["model"] == runs["model"].iloc[0]]
-    med = ok.groupby(["device", "mode", "batch_size"])["samples_per_s"].median().reset_index()
+    first = runs.iloc[0]
+    med = rates[(rates["model"] == first["model"]) & (rates["place"] == first["place"])]  # one machine's gain
     small, large = med["batch_size"].min(), med["batch_size"].max()
     a = med[med["batch_size"] == small].set_index(["device", "mode"])["samples_per_s"]
     b = med[med["batch_size"] == large].set_index(["device", "mode"])["samples_per_s"]

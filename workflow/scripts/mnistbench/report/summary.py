@@ -37,6 +37,7 @@ def compute(runs, transfer, prof, env, cfg, references=()) -> dict:
     return dict(
         runs=runs,
         usable=usable(runs, use),
+        rates=tables.rates(runs, use),
         fits=fit,
         crossover=beside(tables.crossover(fit, runs, use, fit_reps), "crossover"),
         speedup=tables.speedup(runs, use, reps),

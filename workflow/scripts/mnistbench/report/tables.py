@@ -82,6 +82,14 @@ def medians(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     return usable(placed(runs), use).groupby(PLACE_KEYS, as_index=False)["step_time_median_s"].median()
 
 
+def rates(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+    """medians() with each combination's samples/s: its batch size over its median step time, the
+    one definition every table, sentence and figure uses (a median of per-run rates would differ
+    from it, and from its interval, wherever the repeats are even in number)."""
+    med = medians(runs, use)
+    return med.assign(samples_per_s=med["batch_size"] / med["step_time_median_s"])
+
+
 def own(df: pd.DataFrame, label: str = "") -> pd.DataFrame:
     """The rows of this run (or, with a label, of that reference machine) of a table that may hold
     reference machines' rows beside this run's."""
@@ -426,7 +434,7 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
 
 
 def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: dict | None = None) -> pd.DataFrame:
-    """Every mode's median samples/s on each place x device x network at the smallest and the
+    """Every mode's samples/s (batch size over the median step time) on each place x device x network at the smallest and the
     largest batch size of that device's grid, in the ladder's order (`order`: its place in
     catalog.MODES), and its factor over the beginner's code (`seed`) at the same batch size (NaN
     where seed did not run), each with its interval; `same_as_best`: the interval of the fastest
@@ -440,7 +448,7 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
     cols = ["place", "device", "model", "point", "batch_size", "order", "mode", "samples_per_s", "samples_per_s_lo"]
     cols += ["samples_per_s_hi", "over_seed", "over_seed_lo", "over_seed_hi", "same_as_best"]
     cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi", "limit_samples_per_s"]
-    med = usable(runs, use).groupby(PLACE_KEYS, as_index=False)["samples_per_s"].median()
+    med = rates(runs, use)
     rows = []
     for place in machines.by_name(runs["place"]):
         h = runs[runs["place"] == place]
