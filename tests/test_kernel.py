@@ -139,8 +139,10 @@ def test_fma_rate_is_a_rate_and_the_limit_follows_from_it(lib):
     long = max(lib.fma_gflops(800_000) for _ in range(3))
     assert short > 0 and 0.5 < long / short < 2, (short, long)
     rate = kernel.fma_gflops(iters=200_000, repeats=3)
-    # The best rate seen here; the rate's own calls may have been slowed.
-    best = max(short, long)
+    # The limit takes the native build's rate, which may be several times a narrower build's
+    # (this `lib`): compared with the best rate the native build gives here (the rate's own calls
+    # may have been slowed).
+    best = max(kernel.load().fma_gflops(200_000) for _ in range(3))
     assert math.isfinite(rate) and best / 4 < rate < best * 4, (rate, best)
 
 
