@@ -40,12 +40,17 @@ onstart:
     check_writable("results", "logs")
     check_devices_here()
     if not workflow.remote_exec:
-        drop_corrupt(rules.preload.output.tensors, rules.preload.output.checksum)
+        remake_corrupt(
+            rules.preload.output.tensors,
+            rules.preload.output.checksum,
+            Path(rules.download_mnist.output[0]).parents[2],
+        )
 
 
 # Every run's files are targets too: Snakemake does not rebuild a missing input of an output that
 # is present, so a run whose files were deleted (to redo it) is retrained by a plain rerun, and
-# aggregate, now older than it, follows. So is the preloaded data: a removed copy is rebuilt.
+# aggregate, now older than it, follows. So is the preloaded data: a removed copy is rebuilt
+# (and, taken as ancient() by the runs, retrains nothing while the data's identity is the same).
 rule all:
     default_target: True
     input:

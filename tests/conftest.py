@@ -263,6 +263,18 @@ def cpu_pipeline(finished_pipeline):
 _readers = None  # this process's shared lock on the pipeline, while a test uses it
 
 
+def as_another_machine(runs, host: str):
+    """This run's rows as another machine's own runs: renamed, and started an hour later (a copy
+    under another name alone is refused, aggregate.run_keys)."""
+    import pandas as pd
+
+    out = runs.assign(host=host)
+    for c in ("start_utc", "end_utc"):
+        t = pd.to_datetime(out[c], utc=True, errors="coerce") + pd.Timedelta(hours=1)
+        out[c] = t.dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ").where(t.notna(), out[c])
+    return out
+
+
 def own_workdir(pipeline, dest: Path) -> Path:
     """A copy of a finished pipeline's working directory, file times kept, so that nothing is out
     of date in it: a test that adds results or redraws works there, on the same workflow. The

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import REPO, edited, jobs, own_workdir, snakemake
+from conftest import REPO, as_another_machine, edited, jobs, own_workdir, snakemake
 from mnistbench.collect import aggregate
 from mnistbench.config import depends, networks
 from mnistbench.report import copies, figures, summary, words
@@ -359,13 +359,13 @@ def test_figures_regenerate_without_retraining(cpu_pipeline, tmp_path):
 
 @pytest.mark.slow
 def test_merge_another_machine_by_host(cpu_pipeline, tmp_path):
-    """Another machine's results/summary (here: this run's, renamed to host gpu-box and given cuda
+    """Another machine's results/summary (here: this run's, as host gpu-box's own runs, given cuda
     rows) merged through `merge_runs`: one report, both hosts; no train job reruns."""
     repo, cfg = cpu_pipeline[0], cpu_pipeline[2]
     wd = own_workdir(cpu_pipeline, tmp_path)  # the merge rewrites the summary
     other = tmp_path / "gpu-box"
     other.mkdir()
-    runs = pd.read_csv(wd / "results/summary/runs.csv").assign(host="gpu-box")
+    runs = as_another_machine(pd.read_csv(wd / "results/summary/runs.csv"), "gpu-box")
     cuda = runs.assign(device="cuda", device_name="Fake GPU")
     cuda["step_time_median_s"] = 200e-6 + 0.05e-6 * cuda["batch_size"]  # a GPU-like line: big a, tiny b
     pd.concat([runs, cuda]).to_csv(other / "runs.csv", index=False)

@@ -119,6 +119,25 @@ def test_an_unknown_key_gets_the_closest_known_one(mirror, tmp_path):
 
 
 @pytest.mark.parametrize(
+    "entry, hint",
+    [
+        ("MLP-16-16", "did you mean mlp-16-16?"),
+        ("mlp_16_16", "did you mean mlp-16-16?"),
+        ("mlp-abc", "a network of the family names its hidden layers' widths in whole units, e.g. mlp-16-16"),
+        ("net.py", "name the module's class after a colon, e.g. net.py:Net"),
+    ],
+)
+def test_a_malformed_network_gets_the_known_forms_and_what_it_meant(mirror, tmp_path, entry, hint):
+    url, md5 = mirror
+    proc = snakemake(tmp_path, tiny_config(url, md5, models=["mlp-8", entry]), "-n", check=False)
+    assert proc.returncode != 0
+    (line,) = config_lines(proc)
+    assert line.startswith(f"config key `models`: {entry}: {hint}"), line
+    assert "the known forms are mlp-<width>-<width>-... (e.g. mlp-16-16) and path/to/file.py:Class" in line
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
     "text, why",
     [("epochs: [1\n  foo: : :\n", "is not YAML (line 2)"), ("- 1\n- 2\n", "is not a mapping of config keys")],
 )

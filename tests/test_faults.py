@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import closed_port, jobs, own_workdir, snakemake, tiny_config
+from conftest import as_another_machine, closed_port, jobs, own_workdir, snakemake, tiny_config
 from mnistbench import BenchError, files
 from mnistbench.data import download, preload, synthetic
 from mnistbench.jobs import INTERRUPTED
@@ -31,22 +31,33 @@ def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, prepar
     # Read directly (as a job would): one line naming the file and the fix.
     with pytest.raises(BenchError, match=r"cannot read the preloaded data .*mnist.pt .*rerun the same snakemake"):
         preload.load_tensors(pt, "cpu")
-    # A dry run says so and changes nothing.
+    # A dry run says so and changes nothing; so does a run with nothing to do (nothing reads it).
     truncated = pt.read_bytes()
     proc = snakemake(tmp_path, cfg, "-n")
     assert "does not match its checksum" in proc.stderr and pt.read_bytes() == truncated
-    # A run removes it and stops, in one line saying what the next run does.
-    proc = snakemake(tmp_path, dict(cfg, epochs=2), RUN, check=False)
-    assert proc.returncode != 0 and not pt.exists()
+    proc = snakemake(tmp_path, cfg, RUN)
+    assert "a run with nothing to do leaves it" in proc.stderr and jobs(proc) == [] and pt.read_bytes() == truncated
+    # A run with a job to do makes it again first, from the downloaded files, in one line; the
+    # run made from the same data stands (no retrain).
+    (before,) = csv.DictReader(open(tmp_path / RUN))  # a real CSV reader: the machine holds commas
+    other = RUN.replace("/r0.", "/r1.")
+    proc = snakemake(tmp_path, cfg, RUN, other)
+    assert jobs(proc) == ["train"] and files.intact(pt, tmp_path / "results/preload/mnist.pt.sha256")
     assert (
-        "did not match its checksum (a truncated or edited file) and was removed: run the same command" in proc.stderr
+        "did not match its checksum (a truncated or edited file): made again from the downloaded files" in proc.stderr
     )
-    # A plain rerun (the same command): preload rebuilds the file first.
-    proc = snakemake(tmp_path, dict(cfg, epochs=2), RUN)
-    assert "preload" in jobs(proc)
-    (row,) = csv.DictReader(open(tmp_path / RUN))  # a real CSV reader: the machine holds commas
+    assert list(csv.DictReader(open(tmp_path / RUN))) == [before] and before["status"] == "ok"
+    (row,) = csv.DictReader(open(tmp_path / other))
     assert row["status"] == "ok"
-    assert files.intact(pt, tmp_path / "results/preload/mnist.pt.sha256")
+    # A typo in an md5 fails the download; corrected, the same data is fetched and preloaded
+    # again, and nothing is retrained. Other data (another md5) retrains.
+    name = "t10k-labels-idx1-ubyte.gz"
+    pt_target = "results/preload/mnist.pt"
+    typo = dict(cfg, mnist=dict(cfg["mnist"], md5=dict(md5, **{name: "0" * 32})))
+    assert snakemake(tmp_path, typo, RUN, pt_target, check=False).returncode != 0
+    assert jobs(snakemake(tmp_path, cfg, RUN, pt_target)) == ["download_mnist", "preload"]
+    assert list(csv.DictReader(open(tmp_path / RUN))) == [before]
+    assert "train" in jobs(snakemake(tmp_path, typo, RUN, "-n"))
 
 
 def test_a_changed_mirror_list_reruns_nothing(mirror, prepared):
@@ -225,8 +236,7 @@ def test_a_refused_aggregate_leaves_no_figures_or_fits_of_older_runs(cpu_pipelin
     made = ["results/summary.md", "results/summary/fits.csv", "results/figures/ladder.png"]
     assert all((wd / f).exists() for f in made)
     # Another machine's runs, made with other settings.
-    runs = pd.read_csv(wd / "results/summary/runs.csv")
-    runs["host"] = "other-box"
+    runs = as_another_machine(pd.read_csv(wd / "results/summary/runs.csv"), "other-box")
     epochs = f'"epochs": {cfg["epochs"]}'
     runs["settings"] = [s.replace(epochs, '"epochs": 99') for s in runs["settings"]]
     assert '"epochs": 99' in runs["settings"][0]

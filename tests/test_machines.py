@@ -105,6 +105,20 @@ def test_merged_runs_of_identical_hardware_pool(tmp_path):
     assert len(s) == len(SIZES) and (s["n_ok"] == 2).all() and set(s["host"]) == {"cpu01,node7"}
 
 
+def test_a_copy_of_this_machines_runs_under_another_name_is_refused(tmp_path):
+    """The same runs (the same start times and step times) under another host name are not
+    another machine: merged, they would count every run twice."""
+    here = rows(EPYC, ["cpu01"], repeats=1)
+    here["start_utc"] = [f"2026-12-06T08:00:{i:02d}Z" for i in range(len(here))]
+    here["end_utc"] = [f"2026-12-06T08:01:{i:02d}Z" for i in range(len(here))]
+    copy = here.assign(host="renamed")
+    with pytest.raises(BenchError, match="the runs of host renamed are the runs of host cpu01 from here under another"):
+        aggregate.merge_by_host([("here", {"runs": here}), ("there", {"runs": copy})], log=lambda s: s)
+    other = rows(EPYC, ["node7"], repeats=1, seed=1).assign(start_utc=here["start_utc"].to_numpy())
+    tables, _ = aggregate.merge_by_host([("here", {"runs": here}), ("there", {"runs": other})], log=lambda s: s)
+    assert set(tables["runs"]["host"]) == {"cpu01", "node7"}  # the same start, other timings: other runs
+
+
 def test_a_gpu_on_gpu_nodes_is_compared_with_the_grid_cpu_and_says_which():
     """cpu runs on cpu nodes, cuda runs on gpu nodes (no cpu run there): the accelerator is
     compared with the grid's cpu machine, and tables and headline name both machines."""

@@ -3,7 +3,11 @@ pipeline (and five that cannot be trained, each one line), the modes each networ
 a setting added to the schema alone (rerun, merge refused, a mode that does not implement it left
 out with the reason)."""
 
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -31,8 +35,8 @@ def test_the_family_is_named_by_its_widths_and_bounded():
         ("mlp-0", "1 to 4096 units"),
         ("mlp-4097", "1 to 4096 units"),
         ("mlp-" + "-".join(["8"] * 9), "1 to 8 hidden layers"),
-        ("mlp16", "not mlp-<width>"),
-        ("net.py", "not mlp-<width>"),
+        ("mlp16", "did you mean mlp-16"),
+        ("net.py", "name the module's class after a colon, e.g. net.py:Net"),
     ]:
         with pytest.raises(networks.BadNetwork, match=why):
             networks.network(bad)
@@ -50,6 +54,69 @@ def test_a_users_module_is_found_hashed_and_named_for_its_folder(tmp_path, monke
     assert networks.network("gone.py:Net").digest == "missing"
     # The example under config/ is found from any working directory (the workflow's folder).
     assert networks.network("config/cnn.py:Net").path == str(REPO / "config/cnn.py")
+
+
+HELPER_NET = (
+    "import torch.nn as nn\nfrom helper import make\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+    "        super().__init__()\n        self.body = make()\n\n    def forward(self, x):\n        return self.body(x)\n"
+)
+
+
+def helper_code(width: int) -> str:
+    return (
+        "import torch.nn as nn\nfrom parts.layers import head\n\n\ndef make():\n"
+        f"    return nn.Sequential(nn.Linear(784, {width}), nn.ReLU(), head({width}))\n"
+    )
+
+
+def write_helper_net(folder, width: int = 24):
+    """A module that imports a helper beside it, which imports a package of the same folder."""
+    (folder / "parts").mkdir(parents=True, exist_ok=True)
+    (folder / "net2.py").write_text(HELPER_NET)
+    (folder / "helper.py").write_text(helper_code(width))
+    (folder / "parts/__init__.py").write_text("")
+    (folder / "parts/layers.py").write_text("import torch.nn as nn\n\n\ndef head(w):\n    return nn.Linear(w, 10)\n")
+
+
+def test_a_users_module_depends_on_the_files_of_its_folder_it_imports(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_helper_net(tmp_path / "sib")
+    (tmp_path / "sib/unused.py").write_text("x = 1\n")
+    n = networks.network("sib/net2.py:Net")
+    names = sorted(str(Path(f).relative_to(tmp_path / "sib")) for f in n.files)
+    assert names == ["helper.py", "net2.py", "parts/__init__.py", "parts/layers.py"]
+    (tmp_path / "sib/unused.py").write_text("x = 2\n")  # not imported: not what a run depends on
+    assert networks.network("sib/net2.py:Net").digest == n.digest
+    (tmp_path / "sib/parts/layers.py").write_text("import torch.nn as nn\nhead = lambda w: nn.Linear(w, 10)\n")
+    assert networks.network("sib/net2.py:Net").digest != n.digest  # two imports away, still its code
+
+
+def test_a_users_module_imports_its_own_folders_helpers_from_anywhere(tmp_path, monkeypatch):
+    """Two folders with a helper of one name: each network gets its own, in one process (as a warm
+    worker serves them) and in a fresh one started elsewhere (as a job without the worker)."""
+    write_helper_net(tmp_path / "a", width=24)
+    write_helper_net(tmp_path / "b", width=48)
+    monkeypatch.chdir(tmp_path / "b")
+    widths = [nets.user_module(spec_of(f"{tmp_path / d}/net2.py:Net"), 0).body[0].out_features for d in "ab"]
+    assert widths == [24, 48]
+    code = (
+        "from mnistbench.config import networks; from mnistbench.train import nets, trainer; "
+        f"print(nets.user_module(networks.build(trainer.DEFAULTS, '{tmp_path}/a/net2.py:Net'), 0).body[0].out_features)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO / "workflow/scripts"))
+    out = subprocess.run([sys.executable, "-c", code], cwd="/", env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-1] == "24"
+    (tmp_path / "a/hidden.py").write_text(
+        HELPER_NET.replace("from helper import make", "import importlib\nmake = importlib.import_module('helper').make")
+    )
+    with pytest.raises(nets.BadModel, match="in a way its import statements do not show"):
+        nets.user_module(spec_of(f"{tmp_path}/a/hidden.py:Net"), 0)  # an edit of helper.py would rerun nothing
+    (tmp_path / "a/helper.py").write_text("from nowhere_at_all import make\n")
+    with pytest.raises(nets.BadModel) as e:
+        nets.user_module(spec_of(f"{tmp_path}/a/net2.py:Net"), 0)
+    line = str(e.value)
+    assert "\n" not in line and "it imports nowhere_at_all, which is neither a file beside it" in line
+    assert f"{tmp_path / 'a'}/nowhere_at_all.py" in line, line
 
 
 # --- what each mode takes ----------------------------------------------------------------------------
@@ -88,7 +155,11 @@ def test_a_mode_is_left_out_where_a_setting_is_away_from_a_default_it_does_not_i
 # --- a user's module, trained and refused -------------------------------------------------------------
 
 BAD = {
-    "imports.py": ("import no_such_module_anywhere\n", "importing it raised ModuleNotFoundError", "python"),
+    "imports.py": (
+        "import no_such_module_anywhere\n",
+        "it imports no_such_module_anywhere",
+        "add the file, or install",
+    ),
     "noclass.py": ("import torch.nn as nn\nclass Other(nn.Linear):\n    pass\n", "defines no class Net", "Other"),
     "shape.py": (
         "import torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -135,7 +206,8 @@ def user_run(mirror, mnist_data, tmp_path_factory):
     wd = with_data(mnist_data, tmp_path_factory.mktemp("models"))
     write_bad(wd / "bad")
     (wd / "cnn.py").write_text((REPO / "config/cnn.py").read_text())
-    names = ["mlp-7-30", "cnn.py:Net", *(f"bad/{n}:Net" for n in BAD)]
+    write_helper_net(wd / "sib")  # in a subfolder, importing a helper beside it
+    names = ["mlp-7-30", "cnn.py:Net", "sib/net2.py:Net", *(f"bad/{n}:Net" for n in BAD)]
     cfg = tiny_config(url, md5, devices=["cpu"], models=names, modes=["manual", "module", "dataloader"])
     cfg["training"] = dict(lr=0.1)  # the CNN's (config/cnn.py)
     proc = snakemake(wd, cfg)
@@ -149,6 +221,9 @@ def test_a_users_module_trains_through_the_generic_modes_and_the_rest_goes_on(us
     assert set(cnn["mode"]) == {"module", "dataloader"} and (cnn.status == "ok").all(), cnn[["mode", "message"]]
     assert (cnn.test_accuracy > 0.3).all() and cnn.model_digest.str.len().eq(64).all()
     assert (cnn.flop_per_sample > 10 * networks.network("mlp-7-30").flop_per_sample()).all()
+    sib = runs[runs.model == "sib/net2.py:Net"]
+    assert len(sib) == len(cnn) and (sib.status == "ok").all(), sib[["mode", "message"]]
+    assert (sib.parameters == 784 * 24 + 24 + 24 * 10 + 10).all()  # the helper's width
     mlp = runs[runs.model == "mlp-7-30"]
     assert set(mlp["mode"]) == set(cfg["modes"]) and (mlp.status == "ok").all()
     left = pd.read_csv(wd / "results/summary/left_out.csv")
@@ -170,16 +245,18 @@ def test_each_bad_module_file_is_one_line_in_its_rows_and_the_summary(user_run):
     per_network = md.split("## Per network", 1)[1].split("\n## ", 1)[0]
     assert [ln.split(" (")[0] for ln in per_network.splitlines() if ln.startswith("- ")] == [
         "- mlp-7-30",
+        "- sib/net2.py:Net",
         "- cnn.py:Net",
     ]
     assert "no accelerator ran" in per_network
 
 
-def test_a_users_module_file_is_what_its_runs_depend_on(user_run):
-    """An edit of the file retimes its runs (and the profile), nothing else."""
+@pytest.mark.parametrize("edited", ["cnn.py", "sib/helper.py"])
+def test_a_users_module_file_is_what_its_runs_depend_on(user_run, edited):
+    """An edit of the file, or of a helper it imports, retimes its runs (and the profile), nothing else."""
     wd, cfg, _ = user_run
     assert jobs(snakemake(wd, cfg, "-n")) == []
-    path = wd / "cnn.py"
+    path = wd / edited
     before = path.read_text()
     try:
         path.write_text(before + "\n# an edit\n")
@@ -259,3 +336,119 @@ def test_a_setting_no_mode_implements_stops_a_grid_of_nothing_with_one_line(mirr
     assert proc.returncode != 0
     (line,) = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("config key `modes`")]
     assert "module does not implement training.momentum = 0.9 (it trains as with 0.0)" in line, line
+
+
+BATCHNORM = (
+    "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.body = nn.Sequential(nn.Linear(784, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 10))\n\n"
+    "    def forward(self, x):\n        return self.body(x)\n"
+)
+
+
+def test_a_network_that_cannot_train_at_a_batch_size_is_a_row_and_the_rest_goes_on(tmp_path):
+    """BatchNorm at batch 1 (no batch statistics): the run and the profiled step are rows naming
+    the file, the batch size, the cause and the fix; batch 8 of the same network trains."""
+    from mnistbench.data import download, preload, synthetic
+    from mnistbench.train import profiling
+
+    md5 = synthetic.write(tmp_path / "m", n_train=64, n_test=16)
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    (tmp_path / "bn.py").write_text(BATCHNORM)
+    net = f"{tmp_path}/bn.py:Net"
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=64, test_samples=16, warmup_steps=1, epochs=1, retime=0)
+    quiet = dict(log=lambda m: None)
+    rows = {b: trainer.train(cfg, tmp_path / "t.pt", "cpu", net, "module", b, 0, **quiet)[0] for b in (1, 8)}
+    assert rows[8]["status"] == "ok", rows[8]["message"]
+    line = rows[1]["message"]
+    assert rows[1]["status"] == "bad_model" and "\n" not in line, line
+    for part in (str(tmp_path / "bn.py"), "at batch size 1", "no batch statistics", "drop 1 from `batch_sizes`"):
+        assert part in line, line
+    prof = profiling.profile_device(
+        cfg, tmp_path / "t.pt", "cpu", [net], ["module"], [1, 8], steps=2, warmup=1, **quiet
+    )
+    assert {r["batch_size"]: r["status"] for r in prof} == {1: "bad_model", 8: "ok"}
+    assert "no batch statistics" in prof[0]["message"]
+
+
+CONSTANT = (
+    "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.fc = nn.Linear(784, 10)\n\n    def forward(self, x):\n        return self.fc(x * 0)\n"
+)
+
+
+def test_a_run_that_learns_nothing_is_flagged_in_its_row_and_the_summary(tmp_path):
+    """A network whose output ignores its input (one class for every image) is timed like any
+    other, and its row and summary.md say that its accuracy is chance."""
+    from mnistbench.data import download, preload, synthetic
+    from mnistbench.report import pages, summary, words
+
+    md5 = synthetic.write(tmp_path / "m", n_train=600, n_test=200)
+    download.download(tmp_path / "d", [f"file://{tmp_path}/m/"], md5, log=lambda m: None)
+    preload.save_tensors(preload.load_raw(tmp_path / "d"), tmp_path / "t.pt")
+    (tmp_path / "const.py").write_text(CONSTANT)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=600, test_samples=200, warmup_steps=1, epochs=2, retime=0)
+    quiet = dict(log=lambda m: None)
+    net = f"{tmp_path}/const.py:Net"
+    rows = [trainer.train(cfg, tmp_path / "t.pt", "cpu", n, "module", 8, 0, **quiet)[0] for n in (net, "mlp-16-16")]
+    const, mlp = rows
+    assert const["status"] == "ok" and const["test_accuracy"] <= const["chance_accuracy"], const
+    assert "is chance (at most" in const["message"] and "its timing stands" in const["message"]
+    assert "chance" not in mlp["message"]
+    runs = pd.DataFrame(rows).assign(quality="ok")
+    assert [(f["network"], f["modes"]) for f in pages.at_chance(runs)] == [(net, ["module"])]
+    empty = pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds"])
+    _, found = summary.analyse(runs, empty, pd.DataFrame(columns=["host", "mode", "status"]), pd.DataFrame(), cfg)
+    (line,) = [ln for ln in words.sentences(found["notes"]) if "chance" in ln]
+    assert f"{net} at batch 8: 1 run (module) ended at chance test accuracy" in line
+    assert "lower training.lr or raise the batch size" in line and "mlp-16-16" not in line
+
+
+def test_the_accuracy_page_says_when_equal_modes_diverge_by_chaos():
+    """Modes that train the same function, further apart in accuracy than the test set's noise
+    (three standard errors of an accuracy on 2000 images: ~0.03 here), are said to diverge by
+    chaos at that learning rate; closer ones are not."""
+    from mnistbench.report import pages, words
+
+    def runs(accs):
+        return pd.DataFrame(
+            [
+                dict(
+                    host="vm",
+                    device="cpu",
+                    model=SEED,
+                    mode=m,
+                    batch_size=1,
+                    repeat=r,
+                    status="ok",
+                    quality="ok",
+                    test_accuracy=a + 0.001 * r,
+                    time_to_target_s=None,
+                    chance_accuracy=0.13,
+                )  # fmt: skip
+                for m, a in accs.items()
+                for r in range(3)
+            ]
+        )
+
+    facts = pages.accuracy(runs({"module": 0.30, "kernel": 0.47, "manual": 0.41}), 0.9, 0.5, 2000)
+    (chaos,) = [f for f in facts if f["kind"] == "chaos"]
+    line = words.say(chaos)
+    assert (
+        "mlp-16-16 at batch 1 and lr 0.5: the modes end at test accuracies from 0.301 (module) to 0.471 (kernel)"
+        in line
+    )
+    assert "chaos" in line and "not a mode's error" in line
+    close = pages.accuracy(runs({"module": 0.900, "kernel": 0.905, "manual": 0.902}), 0.9, 0.5, 2000)
+    assert [f["kind"] for f in close] == ["accuracy"]
+
+
+def test_a_module_with_a_helper_trains_from_a_subfolder_without_the_worker(mirror, prepared):
+    """warm_worker: false, each run in its own process started by its job: the helper beside the
+    module is found there too (the worker's case is the shared pipeline above)."""
+    url, md5 = mirror
+    write_helper_net(prepared / "sib")
+    cfg = tiny_config(url, md5, devices=["cpu"], models=["sib/net2.py:Net"], modes=["module"], batch_sizes=[64])
+    snakemake(prepared, dict(cfg, warm_worker=False), "results/runs/cpu/net2-Net/module/bs64/r0.csv")
+    row = pd.read_csv(prepared / "results/runs/cpu/net2-Net/module/bs64/r0.csv").iloc[0]
+    assert row["status"] == "ok" and row["parameters"] == 784 * 24 + 24 + 24 * 10 + 10, row["message"]

@@ -201,6 +201,14 @@ def test_a_killed_worker_gives_the_job_one_line(long_run):
     assert "(killed by signal 9 (SIGKILL); its log: logs/w.log)" in lines[0] and "()" not in lines[0], err
 
 
+def test_a_lost_connection_to_a_worker_that_still_runs_says_only_that(tmp_path):
+    """The line says one thing: the worker ended (and how), or it still runs and the connection
+    failed; never both."""
+    line = worker._lost(str(tmp_path / "w.sock"), os.getpid(), ConnectionResetError("reset by peer"))
+    assert line.startswith(f"the connection to the training worker (pid {os.getpid()}) failed before the run finished")
+    assert "(ConnectionResetError reset by peer); the worker still runs; its log:" in line and "ended" not in line
+
+
 def serve_one(folder: Path, tensors: str):
     """A worker that served one run, started in `folder` (its working directory, which the
     request's files lie in) under umask 000 (the worst a user may have): the request and the

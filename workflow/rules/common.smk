@@ -168,6 +168,9 @@ def run_files(ext):
 # the analysis or the figures retimes nothing).
 RUN_SETTINGS = depends.settings_json(config)
 RUN_CODE = depends.code_fingerprint("train")
+# The preloaded data's identity (depends.data_identity): a rerun trigger of the jobs that read
+# the tensors, which take the file as ancient() while it was made from this data (preloaded).
+DATA = depends.data_identity(config)
 # A profile job profiles every network: a user's module file is part of what it depends on too.
 PROFILE_CODE = " ".join(
     [depends.code_fingerprint("profile")]
@@ -225,7 +228,7 @@ def run_threads():
 
 def corrupt(tensors, checksum):
     """Whether the preloaded tensor file no longer matches its checksum (e.g. truncated): read
-    only, so that a dry run changes no file; a run removes it (drop_corrupt)."""
+    only, so that a dry run changes no file; a run makes it again (remake_corrupt)."""
     from mnistbench.files import intact
 
     return (
@@ -235,16 +238,43 @@ def corrupt(tensors, checksum):
     )
 
 
-def drop_corrupt(tensors, checksum):
-    """Before a run's first job: remove a corrupt tensor file (nothing in it can be trusted) and
-    stop, saying so; `rule all` asks for the file, so the next run rebuilds it with preload.
+def preloaded(tensors, made_from):
+    """The tensors as an input of the jobs that read them. While the file on disk was made from
+    the data this config names (`made_from` holds that data's identity), ancient(): a rebuild of
+    the same data (a corrected md5 typo, another device to time copies to) retrains nothing.
+    Otherwise plain, so that preloading other data reruns every run in the same invocation:
+    Snakemake reruns the consumers of a job it reruns, except through ancient() inputs, and
+    does not then ask their params (the `data` param alone would rerun them a run late).
     """
-    if corrupt(tensors, checksum):
+    same = os.path.exists(made_from) and Path(made_from).read_text().strip() == DATA
+    return ancient(tensors) if same else tensors
+
+
+def remake_corrupt(tensors, checksum, raw):
+    """Before a run's first job: a corrupt tensor file is made again in place from the
+    downloaded files, as the preload rule makes it. The runs made from the same data stand (they
+    take the tensors as ancient() inputs, `preloaded`), which a file rebuilt in a job of its own
+    would not spare them, since Snakemake reruns the consumers of a missing input's job. Without
+    the downloaded files, the file is removed and the run stops; the next one downloads and
+    preloads again."""
+    if not corrupt(tensors, checksum):
+        return
+    from mnistbench.data import preload
+
+    try:
+        preload.save_tensors(preload.load_raw(raw), tensors, checksum)
+    except BenchError as e:
         os.unlink(tensors)
         raise WorkflowError(
-            f"{tensors} did not match its checksum (a truncated or edited file) and was removed: "
-            "run the same command again, which rebuilds it with the preload rule"
+            f"{tensors} did not match its checksum (a truncated or edited file) and was removed, "
+            f"and it cannot be made again here ({e}): run the same command again, which "
+            "downloads and preloads the data"
         )
+    print(
+        f"{tensors} did not match its checksum (a truncated or edited file): made again from "
+        "the downloaded files; the runs made from the same data stand",
+        file=sys.stderr,
+    )
 
 
 def run_code(wildcards):

@@ -28,6 +28,7 @@ rule preload:
     output:
         tensors="results/preload/mnist.pt",
         checksum="results/preload/mnist.pt.sha256",
+        made_from="results/preload/mnist.pt.made_from",
         transfer=report(
             "results/preload/transfer.csv",
             caption="../report/transfer.rst",
@@ -45,17 +46,19 @@ rule preload:
     params:
         root=lambda wildcards, input: Path(input[0]).parents[2],
         devices=DEVICES,
+        data=DATA,
     script:
         "../scripts/preload.py"
 
 
 # A tensor file that no longer matches its checksum (e.g. truncated): said when the workflow is
-# read (a dry run changes nothing); a run removes it before its first job (drop_corrupt).
+# read (a dry run changes nothing); a run makes it again before its first job (remake_corrupt).
 if not workflow.remote_exec and corrupt(
     rules.preload.output.tensors, rules.preload.output.checksum
 ):
     print(
-        f"{rules.preload.output.tensors} does not match its checksum: a run removes it, "
-        "and the next one rebuilds it with the preload rule",
+        f"{rules.preload.output.tensors} does not match its checksum (a truncated or edited "
+        "file): a run with a job to do makes it again from the downloaded files before its "
+        "first job; a run with nothing to do leaves it, as nothing then reads it",
         file=sys.stderr,
     )

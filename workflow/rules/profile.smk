@@ -8,7 +8,9 @@ PROFILED = [devs.slug(d) for d in DEVICES if any(g == d for g, _, _ in GRID)]
 
 rule profile:
     input:
-        tensors="results/preload/mnist.pt",
+        tensors=preloaded(
+            "results/preload/mnist.pt", "results/preload/mnist.pt.made_from"
+        ),
         code=str(PKG / "train" / "profiling.py"),
     output:
         "results/profile/{device}.csv",
@@ -31,6 +33,7 @@ rule profile:
         ],
         batch_sizes=sorted({min(BATCH_SIZES), max(BATCH_SIZES)}),
         settings=RUN_SETTINGS,
+        data=DATA,
         code=PROFILE_CODE,
         threads=train_threads(),
         torch_threads=run_threads(),

@@ -174,9 +174,19 @@ def merge_by_host(sources, log=print) -> tuple[dict, dict]:
     {host: label of its source})."""
     owner = {}  # host -> label of the source its rows come from
     merged = {name: [] for name in TABLES}
+    seen = {}  # a run's start, end and step time -> (host, label): the same run under two names
     for label, tables in sources:
         hosts = sorted({h for df in tables.values() if "host" in df.columns for h in df["host"]})
         new = [h for h in hosts if h not in owner]
+        for key, host in run_keys(tables.get("runs"), new):
+            if key in seen and seen[key][0] != host:
+                first, where = seen[key]
+                raise BenchError(
+                    f"{label}: the runs of host {host} are the runs of host {first} from {where} under "
+                    f"another name (the same start times and step times): a copy of the same results; "
+                    "drop it from merge_runs"
+                )
+            seen.setdefault(key, (host, label))
         for h in hosts:
             if h in owner:
                 log(f"host {h} in {label} skipped: already taken from {owner[h]}")
@@ -191,6 +201,18 @@ def merge_by_host(sources, log=print) -> tuple[dict, dict]:
         empty = frames[0].iloc[:0] if frames else pd.DataFrame(columns=["host"])  # keeps the columns
         out[name] = pd.concat(full, ignore_index=True) if full else empty
     return out, owner
+
+
+def run_keys(runs, hosts) -> list:
+    """[((start, end, step time), host)] of the runs of `hosts` that say when they ran: two
+    processes never start, end and time their steps to the same microsecond, so a key seen under
+    two host names is one run copied."""
+    if runs is None or runs.empty or "start_utc" not in runs.columns:
+        return []
+    r = runs[runs["host"].isin(hosts) & runs["start_utc"].notna() & (runs["start_utc"].astype(str) != "")]
+    col = lambda c: r[c].astype(str) if c in r.columns else pd.Series("", index=r.index)  # noqa: E731
+    keys = zip(col("start_utc"), col("end_utc"), col("step_time_median_s"))
+    return list(zip(keys, r["host"]))
 
 
 def check_settings(runs: pd.DataFrame) -> list[str]:

@@ -133,7 +133,7 @@ def unsupported(mode: str, device: str, s: networks.Spec | None = None) -> str |
 # The config keys the analysis reads (the analyse rule's params, so a change of one reruns it and
 # a change of any other key does not): the grid it describes, what counts as usable, the target.
 REPORT_KEYS = ("devices", "modes", "batch_sizes", "repeats", "train_samples", "epochs", "target_accuracy")
-REPORT_KEYS += ("quality.use", "quality.repeat_spread")
+REPORT_KEYS += ("quality.use", "quality.repeat_spread", "test_samples", "training.lr")
 
 
 # --- tables -----------------------------------------------------------------------------------------

@@ -6,12 +6,15 @@ Two kinds of network:
   10 logits; every mode trains it, each the same function (the seed's network is `mlp-16-16`);
 - a user's own module, `path/to/file.py:Class`: a torch.nn.Module built with no arguments that
   maps a float32 batch (B, 784) to (B, 10) logits; the modes that take any nn.Module train it.
-  The file's content (its sha256) is part of what a run depends on.
+  It is imported as `python path/to/file.py` would run it, its folder first on the import path;
+  the content (sha256) of the file and of every file of that folder it imports (`user_files`) is
+  part of what a run depends on.
 
 Torch-free: the Snakefile plans the grid with it. What needs torch (parameters, forward passes,
 loading a user's file) is in train/nets.py.
 """
 
+import ast
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -39,7 +42,8 @@ class Network:
     sizes: tuple = ()  # the family's layer sizes (784, w1, ..., 10); empty for a user's module
     path: str = ""  # a user's module: its file, absolute
     cls: str = ""  # ... and its class
-    digest: str = ""  # ... and its content's sha256 ("missing" where the file is absent)
+    digest: str = ""  # ... and its content's sha256 with its helpers' ("missing" where the file is absent)
+    files: tuple = ()  # ... the file and the files of its folder it imports (user_files)
 
     @property
     def family(self) -> bool:
@@ -111,10 +115,75 @@ def network(name: str) -> Network:
         return Network(name=name, sizes=(INPUTS, *widths, CLASSES))
     m = USER.fullmatch(name)
     if m is None:
-        raise BadNetwork(f"{name}: not mlp-<width>-<width>-... nor path/to/file.py:Class")
+        raise BadNetwork(f"{name}: {unknown_form(name)}")
     path = resolve(m["path"])
-    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
-    return Network(name=name, path=str(path), cls=m["cls"], digest=digest)
+    if not path.is_file():
+        return Network(name=name, path=str(path), cls=m["cls"], digest="missing")
+    files = user_files(path)
+    h = hashlib.sha256(path.read_bytes())
+    for f in files[1:]:  # a module without helpers keeps its file's own sha256
+        h.update(b"\0" + str(f.relative_to(path.parent)).encode() + b"\0" + f.read_bytes())
+    return Network(name=name, path=str(path), cls=m["cls"], digest=h.hexdigest(), files=tuple(map(str, files)))
+
+
+def unknown_form(name: str) -> str:
+    """Why an entry is neither form, with the entry it most likely meant (one line)."""
+    forms = f"the known forms are mlp-<width>-<width>-... (e.g. {SEED_NETWORK}) and path/to/file.py:Class"
+    widths = re.findall(r"[0-9]+", name)
+    if name.strip().lower().startswith("mlp"):
+        if widths:
+            return f"did you mean mlp-{'-'.join(widths)}? ({forms})"
+        return f"a network of the family names its hidden layers' widths in whole units, e.g. {SEED_NETWORK} ({forms})"
+    if name.strip().endswith(".py"):
+        return f"name the module's class after a colon, e.g. {name.strip()}:Net ({forms})"
+    return forms
+
+
+def user_files(path: Path) -> list[Path]:
+    """A user's module file and, transitively, every file of its folder it imports, read from its
+    import statements (anywhere in it, functions included) and found where `python path` would
+    find them: `import helper` or `from helper import make` is helper.py or helper/__init__.py
+    beside it, `from .sub import x` is relative to the importing file, `import pkg.mod` brings
+    pkg/__init__.py and pkg/mod.py. What is not there (torch, the standard library) is not the
+    user's code. Torch-free and importing nothing: the Snakefile reads it for every invocation."""
+    root, seen, todo = path.parent, [], [path]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.append(f)
+        try:
+            tree = ast.parse(f.read_text(), str(f))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue  # importing it will say what is wrong, naming the file
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                todo += [g for a in node.names for g in module_files(root, a.name.split("."))]
+            elif isinstance(node, ast.ImportFrom):
+                base = root
+                if node.level:  # relative: from the importing file's package
+                    base = f.parent
+                    for _ in range(node.level - 1):
+                        base = base.parent
+                parts = node.module.split(".") if node.module else []
+                todo += module_files(base, parts)
+                todo += [g for a in node.names for g in module_files(base, [*parts, a.name])]
+    return seen
+
+
+def module_files(base: Path, parts: list) -> list[Path]:
+    """The files that importing the dotted name `parts` from folder `base` runs: each package's
+    __init__.py on the way and the module itself, as far as they exist."""
+    found, here = [], base
+    for part in parts:
+        here = here / part
+        if here.with_suffix(".py").is_file():
+            found.append(here.with_suffix(".py").resolve())
+            break  # a module: nothing below it is a file
+        if not (here / "__init__.py").is_file():
+            break
+        found.append((here / "__init__.py").resolve())
+    return found
 
 
 def training(cfg: dict) -> dict:

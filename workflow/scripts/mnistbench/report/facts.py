@@ -451,6 +451,7 @@ def collect(tables: dict, cfg: dict) -> dict:
         statuses = ", ".join(sorted(set(runs["status"]))) if len(runs) else "none"
         out["notes"].append(dict(kind="no_success", statuses=statuses))
         return out
+    notes += [dict(kind="at_chance", **g) for g in pages.at_chance(succeeded(runs))]
     notes += [
         dict(kind="fit_note", place=f["place"], device=f["device"], network=f["model"], mode=f["mode"], note=f["note"])
         for f in fit[fit["note"].astype(str).str.len() > 0].to_dict("records")
@@ -490,7 +491,9 @@ def collect(tables: dict, cfg: dict) -> dict:
         breakdown=pages.profiled(tables["profile"]),
         ops=pages.most_ops(tables["profile"]),
         bandwidth=pages.copy_rates(tables["bandwidth"]),
-        accuracy=pages.accuracy(runs, cfg.get("target_accuracy")),
+        accuracy=pages.accuracy(
+            runs, cfg.get("target_accuracy"), (cfg.get("training") or {}).get("lr"), cfg.get("test_samples")
+        ),
     )
     return out
 

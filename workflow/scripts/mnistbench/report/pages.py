@@ -108,7 +108,10 @@ def copy_rates(bw: pd.DataFrame) -> list[dict]:
     return [dict(kind="fastest_copy", **top)] + [dict(kind="copy", **r) for r in bw.to_dict("records")]
 
 
-def accuracy(runs: pd.DataFrame, target) -> list[dict]:
+def accuracy(runs: pd.DataFrame, target, lr=None, test_samples=None) -> list[dict]:
+    """How many runs reached the target accuracy and the fastest; the runs that learned nothing
+    (at_chance); and where modes that train the same function end at accuracies further apart
+    than a redraw of the test set would move one (chaos)."""
     ok = succeeded(runs)
     if ok.empty:
         return []
@@ -118,4 +121,36 @@ def accuracy(runs: pd.DataFrame, target) -> list[dict]:
         r = reached.loc[pd.to_numeric(reached["time_to_target_s"]).idxmin()]
         fact["fastest"] = dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]))
         fact["fastest"].update(seconds=float(r["time_to_target_s"]), host=r["host"])
-    return [fact]
+    return [fact] + [dict(kind="at_chance", **g) for g in at_chance(ok)] + chaos(ok, lr, test_samples)
+
+
+def at_chance(ok: pd.DataFrame) -> list[dict]:
+    """The successful runs whose test accuracy is chance (records.LEARNING: chance_accuracy),
+    grouped per host, device, network and batch size, with their modes."""
+    acc = pd.to_numeric(ok["test_accuracy"], errors="coerce")
+    limit = pd.to_numeric(ok.get("chance_accuracy", pd.Series(math.nan, index=ok.index)), errors="coerce")
+    hit = ok[acc <= limit]
+    keys = ["host", "device", "model", "batch_size"]
+    return [
+        dict(host=h, device=d, network=m, batch=int(b), n=len(g), modes=sorted(set(g["mode"])))
+        for (h, d, m, b), g in hit.groupby(keys, sort=False)
+    ]
+
+
+def chaos(ok: pd.DataFrame, lr, test_samples) -> list[dict]:
+    """Per host, device, network and batch size: the modes' median test accuracies, where they
+    lie further apart than three standard errors of an accuracy on this test set. Every mode
+    trains the same function in exact arithmetic (proven over short runs in the tests); over
+    thousands of small-batch steps at a large learning rate, float32 rounding differences grow
+    to different weights, so the spread is the training's chaos, not a mode's error."""
+    out = []
+    for (h, d, m, b), g in ok.groupby(["host", "device", "model", "batch_size"], sort=False):
+        med = pd.to_numeric(g["test_accuracy"], errors="coerce").groupby(g["mode"]).median().dropna()
+        if len(med) < 2:
+            continue
+        p = med.median()
+        se = math.sqrt(p * (1 - p) / test_samples) if test_samples else math.nan
+        if med.max() - med.min() > 3 * se:
+            out.append(dict(kind="chaos", host=h, device=d, network=m, batch=int(b), lr=lr,
+                            lo=float(med.min()), hi=float(med.max()), low_mode=med.idxmin(), high_mode=med.idxmax()))  # fmt: skip
+    return out

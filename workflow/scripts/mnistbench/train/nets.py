@@ -10,6 +10,7 @@ module keeps its state_dict (parameters and buffers, the module's own names).
 import importlib.util
 import math
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -134,6 +135,18 @@ def family_params(net: nn.Sequential) -> dict:
 
 
 _classes = {}
+_folders = set()  # the folders of the users' modules this process imported: their helpers too
+
+
+def _theirs(file: str) -> bool:
+    """Whether a module's file is a user's: under a user's module folder, and neither installed
+    (the environment's) nor this package's (a user's folder may be the project's own)."""
+    own = (sys.prefix, str(Path(__file__).resolve().parents[1]))
+    return (
+        bool(file)
+        and any(Path(file).is_relative_to(d) for d in _folders)
+        and not any(Path(file).is_relative_to(d) for d in own)
+    )
 
 
 def user_class(network: Network) -> type:
@@ -146,6 +159,20 @@ def user_class(network: Network) -> type:
     if network.digest == "missing":
         raise BadModel(f"{where}: no such file; write it, or correct the path in `models`")
     name = f"mnistbench_user_{network.digest[:16]}"
+    folder = str(Path(network.path).parent)
+    # As `python path/to/net.py` runs it: its folder first on the import path (and kept there, for
+    # imports inside its functions), and its own helpers imported afresh, not the same names that
+    # another network's folder (or this one's before an edit) left in sys.modules.
+    mine = {str(Path(f).with_suffix("")) for f in network.files}
+    _folders.add(folder)
+    for mod, m in list(sys.modules.items()):
+        file = getattr(m, "__file__", None) or ""
+        if not mod.startswith("mnistbench_user_") and _theirs(file):
+            del sys.modules[mod]
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
+    before = set(sys.modules)
     try:
         loader = importlib.util.spec_from_file_location(name, network.path)
         module = importlib.util.module_from_spec(loader)
@@ -153,10 +180,25 @@ def user_class(network: Network) -> type:
         loader.loader.exec_module(module)
     except Exception as e:
         sys.modules.pop(name, None)
+        why = (
+            f"it imports {e.name}, which is neither a file beside it ({folder}/{e.name}.py or a package "
+            f"folder there) nor installed in {sys.prefix}; add the file, or install the package"
+            if isinstance(e, ModuleNotFoundError)
+            else f"importing it raised {type(e).__name__}: {' '.join(str(e).split())[:160]}; fix the file "
+            f"so that `python {network.path}` runs"
+        )
+        raise BadModel(f"{where}: {why}") from None
+    unseen = sorted(
+        f
+        for f in (getattr(sys.modules[m], "__file__", None) or "" for m in set(sys.modules) - before)
+        if _theirs(f) and Path(f).is_relative_to(folder) and str(Path(f).resolve().with_suffix("")) not in mine
+    )  # fmt: skip
+    if unseen:  # its edits would not rerun the runs: results silently stale
         raise BadModel(
-            f"{where}: importing it raised {type(e).__name__}: {' '.join(str(e).split())[:160]}; "
-            f"fix the file so that `python {network.path}` runs"
-        ) from None
+            f"{where}: it loads {unseen[0]} in a way its import statements do not show (importlib, "
+            "exec, a changed sys.path), so an edit of that file would not rerun its runs; import it "
+            "with an import statement"
+        )
     cls = getattr(module, network.cls, None)
     if cls is None:
         defined = sorted(k for k, v in vars(module).items() if isinstance(v, type) and issubclass(v, nn.Module))

@@ -31,11 +31,12 @@ import torch.nn.functional as F
 from torch.autograd.profiler import record_function
 from torch.profiler import profile
 
+from mnistbench import BenchError
 from mnistbench.config import devices
 from mnistbench.config.networks import build
 from mnistbench.data.preload import load_tensors
-from mnistbench.train import nets, runner
-from mnistbench.train.modes import Unsupported, implementation
+from mnistbench.train import runner
+from mnistbench.train.modes import implementation
 from mnistbench.train.needs import exists
 from mnistbench.train.records import PHASES, PROFILE_COLUMNS
 
@@ -74,8 +75,10 @@ def profile_device(cfg, data_path, device, networks, modes, batch_sizes, steps=1
                 )
                 try:
                     row.update(profile_one(cfg, s, tensors, device, mode, b, n, warmup), status="ok")
-                except (Unsupported, nets.BadModel, RuntimeError) as e:  # as in a train run
-                    status, message = runner.failure(e, b)
+                except BenchError:
+                    raise
+                except runner.recorded(s) as e:  # as in a train run
+                    status, message = runner.failure(e, b, s)
                     row.update(status=status, message=message)
                 log(
                     f"{device} {network} {mode} bs{b}: {row['status']} {row['message']} "

@@ -53,14 +53,17 @@ TIMING = [
 # run, carried in runs.csv so merged machines get intervals too.
 # step_time_all_blocks_s: the same of all timed steps' blocks, for step_time_all_steps_s.
 BLOCKS = ["step_time_blocks_s", "step_time_all_blocks_s"]
-LEARNING = ["initial_loss", "final_loss", "test_loss", "test_accuracy", "time_to_target_s"]
+# chance_accuracy: the highest test accuracy of a network that learned nothing (the test set's
+# most common class's share plus 3.29 standard errors: one in a thousand above it by luck); a
+# run at or below it did not learn, whatever its timing.
+LEARNING = ["initial_loss", "final_loss", "test_loss", "test_accuracy", "chance_accuracy", "time_to_target_s"]
 # What else the machine did while the kept timing ran.
 MACHINE = ["other_cores", "own_cpu_share", "gpu_others", "load_avg_start", "load_avg_end", "start_utc", "end_utc"]
 # The settings and code that produced it.
 PROVENANCE = ["loss", "init", "lr", "seed", "threads", "torch_version", "settings", "code"]
 # Columns a runs.csv of an earlier version lacks: read as empty (dropped_samples as computed from
 # its sizes), so that such a file still merges and the reference machines still show.
-ADDED = ["dropped_samples", "step_time_all_steps_s", "step_time_all_blocks_s", "input_nonzero_share"]
+ADDED = ["dropped_samples", "step_time_all_steps_s", "step_time_all_blocks_s", "input_nonzero_share", "chance_accuracy"]
 COLUMNS = WHAT + NETWORK + OUTCOME + SIZES + TIMING + BLOCKS + LEARNING + MACHINE + PROVENANCE
 # Columns that hold numbers (another machine's runs.csv is checked against them).
 INTEGER = [

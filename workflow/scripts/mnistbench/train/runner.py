@@ -71,14 +71,41 @@ def warm_up(trainer, items, n: int) -> int:
     return done
 
 
-def failure(e: Exception, batch_size: int) -> tuple[str, str]:
+def recorded(s: networks.Spec) -> tuple:
+    """The exceptions whose failure a run (or a profiled step) records as its status rather than
+    ending its job, and with it the pipeline: ours, the runtime's (out of memory, ...) and, for a
+    user's module, whatever its own code raises at some batch size (its forward or backward)."""
+    return (Unsupported, nets.BadModel, RuntimeError) if s.network.family else (Exception,)
+
+
+# Messages of torch's own checks that a user's network meets at a batch size, with their cause
+# and fix in the user's words.
+AT_BATCH = {
+    "Expected more than 1 value per channel when training": (
+        "batch size {b} gives no batch statistics for its BatchNorm; drop {b} from `batch_sizes` for this "
+        "network (a separate run), or use another norm (nn.LayerNorm, nn.GroupNorm)"
+    ),
+}
+
+
+def failure(e: Exception, batch_size: int, s: networks.Spec | None = None) -> tuple[str, str]:
     """(status, message) of a failure that belongs in the results rather than ending the job: a
-    pair that cannot run here, out of memory, or another runtime error (one line each)."""
+    pair that cannot run here, out of memory, a user's module that cannot train at this batch
+    size (`s`: its spec), or another runtime error (one line each)."""
     if isinstance(e, Unsupported):
         return "unsupported", str(e)
     if isinstance(e, nets.BadModel):
         return "bad_model", str(e)
     text = " ".join(str(e).split())
+    if s is not None and not s.network.family and not isinstance(e, RuntimeError):
+        where = f"{s.network.path} (models: {s.network.name}) at batch size {batch_size}"
+        why = next((fix.format(b=batch_size) for msg, fix in AT_BATCH.items() if msg in text), None)
+        return "bad_model", (
+            f"{where}: {why} ({type(e).__name__}: {text[:120]})"
+            if why
+            else f"{where}: its forward or backward raised {type(e).__name__}: {text[:160]}; fix the "
+            f"module, or drop {batch_size} from `batch_sizes` for this network"
+        )
     if isinstance(e, torch.OutOfMemoryError):
         return "oom", f"out of memory at batch size {batch_size}: {text[:160]}"
     return ("oom" if "out of memory" in text.lower() else "error"), f"{type(e).__name__}: {text[:200]}"

@@ -83,8 +83,10 @@ def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size
     record.update(epochs=[], step_times_rle=[], attempts=[])
     try:
         status, message = _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log)
-    except (Unsupported, nets.BadModel, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
-        status, message = runner.failure(e, batch_size)
+    except BenchError:
+        raise  # the job's own failure (data, a missing tool): one line, no row
+    except runner.recorded(s) as e:  # torch.OutOfMemoryError is a RuntimeError
+        status, message = runner.failure(e, batch_size, s)
     row.update(status=status, message=message)
     log(f"{status}: {message}" + (f" [timing {row['quality']}: {row['quality_note']}]" if row["quality_note"] else ""))
     return row, record
@@ -172,7 +174,17 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
     row["final_loss"] = final_loss
     chance = float(torch.bincount(test[1], minlength=10).max()) / len(test[1])
     wrong = went_wrong(initial_loss, final_loss, row["test_accuracy"], chance)
-    return ("diverged", wrong) if wrong else ("ok", f"{row['samples_per_s']:.0f} samples/s")
+    if wrong:
+        return "diverged", wrong
+    row["chance_accuracy"] = chance + 3.29 * math.sqrt(chance * (1 - chance) / len(test[1]))
+    rate = f"{row['samples_per_s']:.0f} samples/s"
+    if row["test_accuracy"] <= row["chance_accuracy"]:  # timed right, learned nothing: said, not hidden
+        return "ok", (
+            f"{rate}; test accuracy {row['test_accuracy']:.3f} is chance (at most {row['chance_accuracy']:.3f} "
+            f"for a network that learned nothing): it did not learn at lr {s.lr:g} and batch size {batch_size}, so "
+            "its timing stands and its accuracy says nothing; lower training.lr or raise the batch size"
+        )
+    return "ok", rate
 
 
 def went_wrong(initial_loss: float, final_loss: float, accuracy: float, chance: float) -> str | None:

@@ -188,8 +188,8 @@ def _ask(request: dict, sock_path: str, siblings=()) -> dict:
                 reply = _recv(conn)
             except (EOFError, OSError) as e:
                 raise BenchError(
-                    f"the training worker (pid {pid}) ended before the run finished ({_ended(sock_path, pid, e)}); "
-                    "see the job's log and rerun the job, or set warm_worker: false to train in the job's own process"
+                    f"{_lost(sock_path, pid, e)}; see the job's log and rerun the job, or set warm_worker: false "
+                    "to train in the job's own process"
                 ) from None
         if "error" in reply:
             raise BenchError(reply["error"])
@@ -200,9 +200,10 @@ def _ask(request: dict, sock_path: str, siblings=()) -> dict:
     )
 
 
-def _ended(sock_path: str, pid, error: BaseException) -> str:
-    """What is known of a worker that closed the connection mid-run: how it ended where this
-    process started it (else whether it still runs), and its log."""
+def _lost(sock_path: str, pid, error: BaseException) -> str:
+    """What is known of a worker whose connection closed mid-run, as one statement: how it ended
+    where this process started it, or that it still runs and only the connection failed; and
+    its log."""
     proc = _spawned.get(sock_path)
     status = None
     if proc is not None and (pid == "?" or proc.pid == pid):
@@ -215,10 +216,14 @@ def _ended(sock_path: str, pid, error: BaseException) -> str:
     elif status is not None:
         how = f"exit status {status}"
     elif pid != "?" and _alive(pid):
-        how = f"it still runs; the connection failed: {type(error).__name__} {error}".strip()
+        return (
+            f"the connection to the training worker (pid {pid}) failed before the run finished "
+            f"({type(error).__name__} {error}".strip()
+            + f"); the worker still runs; its log: {worker_log(sock_path)}"
+        )
     else:
         how = "it has exited; its exit status went to the job that started it"
-    return f"{how}; its log: {worker_log(sock_path)}"
+    return f"the training worker (pid {pid}) ended before the run finished ({how}; its log: {worker_log(sock_path)})"
 
 
 def _alive(pid: int) -> bool:
