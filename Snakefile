@@ -49,8 +49,7 @@ onstart:
 
 # Every run's files are targets too: Snakemake does not rebuild a missing input of an output that
 # is present, so a run whose files were deleted (to redo it) is retrained by a plain rerun, and
-# aggregate, now older than it, follows. So is the preloaded data: a removed copy is rebuilt
-# (and, taken as ancient() by the runs, retrains nothing while the data's identity is the same).
+# aggregate, now older than it, follows. So is the preloaded data: a removed copy is rebuilt.
 rule all:
     default_target: True
     input:

@@ -38,26 +38,29 @@ def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, prepar
     proc = snakemake(tmp_path, cfg, RUN)
     assert "a run with nothing to do leaves it" in proc.stderr and jobs(proc) == [] and pt.read_bytes() == truncated
     # A run with a job to do makes it again first, from the downloaded files, in one line; the
-    # run made from the same data stands (no retrain).
+    # same bytes, so the run made from it stands (no retrain).
     (before,) = csv.DictReader(open(tmp_path / RUN))  # a real CSV reader: the machine holds commas
     other = RUN.replace("/r0.", "/r1.")
     proc = snakemake(tmp_path, cfg, RUN, other)
     assert jobs(proc) == ["train"] and files.intact(pt, tmp_path / "results/preload/mnist.pt.sha256")
     assert (
-        "did not match its checksum (a truncated or edited file): made again from the downloaded files" in proc.stderr
+        "did not match its checksum (a truncated or edited file): made again from the downloaded files; the same "
+        "data, so the runs made from it stand" in proc.stderr
     )
     assert list(csv.DictReader(open(tmp_path / RUN))) == [before] and before["status"] == "ok"
     (row,) = csv.DictReader(open(tmp_path / other))
     assert row["status"] == "ok"
-    # A typo in an md5 fails the download; corrected, the same data is fetched and preloaded
-    # again, and nothing is retrained. Other data (another md5) retrains.
+    # A typo in an md5 is one line before any job, and deletes nothing: corrected, nothing is
+    # downloaded, preloaded or retrained again.
     name = "t10k-labels-idx1-ubyte.gz"
-    pt_target = "results/preload/mnist.pt"
     typo = dict(cfg, mnist=dict(cfg["mnist"], md5=dict(md5, **{name: "0" * 32})))
-    assert snakemake(tmp_path, typo, RUN, pt_target, check=False).returncode != 0
-    assert jobs(snakemake(tmp_path, cfg, RUN, pt_target)) == ["download_mnist", "preload"]
-    assert list(csv.DictReader(open(tmp_path / RUN))) == [before]
-    assert "train" in jobs(snakemake(tmp_path, typo, RUN, "-n"))
+    raw = sorted((tmp_path / "results/data/MNIST/raw").iterdir())
+    proc = snakemake(tmp_path, typo, RUN, check=False)
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("config key `")]
+    assert proc.returncode != 0 and line.startswith(f"config key `mnist.md5.{name}`: {'0' * 32} is not the md5 of")
+    assert "downloaded and verified earlier (a typo?): correct it" in line
+    assert sorted((tmp_path / "results/data/MNIST/raw").iterdir()) == raw
+    assert jobs(snakemake(tmp_path, cfg, RUN, "results/preload/mnist.pt", "-n")) == []
 
 
 def test_a_changed_mirror_list_reruns_nothing(mirror, prepared):

@@ -168,9 +168,6 @@ def run_files(ext):
 # the analysis or the figures retimes nothing).
 RUN_SETTINGS = depends.settings_json(config)
 RUN_CODE = depends.code_fingerprint("train")
-# The preloaded data's identity (depends.data_identity): a rerun trigger of the jobs that read
-# the tensors, which take the file as ancient() while it was made from this data (preloaded).
-DATA = depends.data_identity(config)
 # A profile job profiles every network: a user's module file is part of what it depends on too.
 PROFILE_CODE = " ".join(
     [depends.code_fingerprint("profile")]
@@ -238,31 +235,51 @@ def corrupt(tensors, checksum):
     )
 
 
-def preloaded(tensors, made_from):
-    """The tensors as an input of the jobs that read them. While the file on disk was made from
-    the data this config names (`made_from` holds that data's identity), ancient(): a rebuild of
-    the same data (a corrected md5 typo, another device to time copies to) retrains nothing.
-    Otherwise plain, so that preloading other data reruns every run in the same invocation:
-    Snakemake reruns the consumers of a job it reruns, except through ancient() inputs, and
-    does not then ask their params (the `data` param alone would rerun them a run late).
+def contradicted_md5(raw, md5):
+    """Stop, in one line, where a configured md5 is not that of the archive downloaded and
+    verified earlier under `raw` (read only: a dry run says it too)."""
+    import hashlib
+
+    for name, given in md5.items():
+        archive = Path(raw) / name
+        if archive.is_file() and hashlib.md5(archive.read_bytes()).hexdigest() != given:
+            raise key_error(
+                f"mnist.md5.{name}",
+                f"{given} is not the md5 of {archive}, downloaded and verified earlier (a typo?): "
+                f"correct it; to download other data, delete {raw} first",
+            )
+
+
+def tensors_input(tensors):
+    """The preloaded tensors as an input of the jobs that read them: plain, so that preloading
+    again reruns them; ancient() while the file is corrupt (CORRUPT), as the truncation or edit
+    that broke it made it newer than the runs made from it, which it is not once made again in
+    place (remake_corrupt). Were another job upstream to rerun in the same invocation, Snakemake
+    would not ask the runs' own rerun triggers (ancient() hides them): their settings would then
+    go unchecked until the next invocation, where aggregate refuses runs of other settings.
     """
-    same = os.path.exists(made_from) and Path(made_from).read_text().strip() == DATA
-    return ancient(tensors) if same else tensors
+    return ancient(tensors) if CORRUPT else tensors
 
 
 def remake_corrupt(tensors, checksum, raw):
     """Before a run's first job: a corrupt tensor file is made again in place from the
-    downloaded files, as the preload rule makes it. The runs made from the same data stand (they
-    take the tensors as ancient() inputs, `preloaded`), which a file rebuilt in a job of its own
-    would not spare them, since Snakemake reruns the consumers of a missing input's job. Without
-    the downloaded files, the file is removed and the run stops; the next one downloads and
-    preloads again."""
+    downloaded files, as the preload rule makes it. Made again byte for byte (its sha256 is the
+    recorded one), it takes back the time it was first written (the checksum file's), so the runs
+    made from it stand: a file rebuilt by a job of its own would rerun every run, as Snakemake
+    reruns the consumers of every job it runs. Without the downloaded files, the file is removed
+    and the run stops; the next one downloads and preloads again."""
     if not corrupt(tensors, checksum):
         return
+    from mnistbench import files
     from mnistbench.data import preload
 
+    recorded = Path(checksum).read_text().strip()
+    written = os.stat(checksum).st_mtime_ns
     try:
         preload.save_tensors(preload.load_raw(raw), tensors, checksum)
+        if files.sha256(tensors) == recorded:
+            os.utime(tensors, ns=(written, written))
+            os.utime(checksum, ns=(written, written))
     except BenchError as e:
         os.unlink(tensors)
         raise WorkflowError(
@@ -270,9 +287,18 @@ def remake_corrupt(tensors, checksum, raw):
             f"and it cannot be made again here ({e}): run the same command again, which "
             "downloads and preloads the data"
         )
+    same = (
+        files.intact(tensors, checksum)
+        and Path(checksum).read_text().strip() == recorded
+    )
     print(
         f"{tensors} did not match its checksum (a truncated or edited file): made again from "
-        "the downloaded files; the runs made from the same data stand",
+        "the downloaded files"
+        + (
+            "; the same data, so the runs made from it stand"
+            if same
+            else "; not the bytes the runs were made from, so they are made again"
+        ),
         file=sys.stderr,
     )
 

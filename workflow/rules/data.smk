@@ -17,7 +17,8 @@ rule download_mnist:
         root=lambda wildcards, output: Path(output[0]).parents[2],
         # The rerun trigger is the files' checksums: the script reads the mirrors from the
         # config, so a changed mirror list never deletes verified files to fetch them again.
-        md5=config["mnist"]["md5"],
+        # In one order whatever order the config files gave: a reordering is no change.
+        md5=dict(sorted(config["mnist"]["md5"].items())),
     script:
         "../scripts/download_mnist.py"
 
@@ -28,7 +29,6 @@ rule preload:
     output:
         tensors="results/preload/mnist.pt",
         checksum="results/preload/mnist.pt.sha256",
-        made_from="results/preload/mnist.pt.made_from",
         transfer=report(
             "results/preload/transfer.csv",
             caption="../report/transfer.rst",
@@ -46,16 +46,24 @@ rule preload:
     params:
         root=lambda wildcards, input: Path(input[0]).parents[2],
         devices=DEVICES,
-        data=DATA,
     script:
         "../scripts/preload.py"
 
 
+# An md5 that contradicts an archive downloaded and verified earlier (a typo, most often): one
+# line before any job, so that no job deletes the verified data to fetch it again.
+if not workflow.remote_exec:
+    contradicted_md5(
+        Path(rules.download_mnist.output[0]).parent, config["mnist"]["md5"]
+    )
+
+
 # A tensor file that no longer matches its checksum (e.g. truncated): said when the workflow is
 # read (a dry run changes nothing); a run makes it again before its first job (remake_corrupt).
-if not workflow.remote_exec and corrupt(
+CORRUPT = not workflow.remote_exec and corrupt(
     rules.preload.output.tensors, rules.preload.output.checksum
-):
+)
+if CORRUPT:
     print(
         f"{rules.preload.output.tensors} does not match its checksum (a truncated or edited "
         "file): a run with a job to do makes it again from the downloaded files before its "

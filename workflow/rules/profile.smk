@@ -8,9 +8,7 @@ PROFILED = [devs.slug(d) for d in DEVICES if any(g == d for g, _, _ in GRID)]
 
 rule profile:
     input:
-        tensors=preloaded(
-            "results/preload/mnist.pt", "results/preload/mnist.pt.made_from"
-        ),
+        tensors=tensors_input("results/preload/mnist.pt"),
         code=str(PKG / "train" / "profiling.py"),
     output:
         "results/profile/{device}.csv",
@@ -33,7 +31,6 @@ rule profile:
         ],
         batch_sizes=sorted({min(BATCH_SIZES), max(BATCH_SIZES)}),
         settings=RUN_SETTINGS,
-        data=DATA,
         code=PROFILE_CODE,
         threads=train_threads(),
         torch_threads=run_threads(),

@@ -1,8 +1,6 @@
 rule train:
     input:
-        tensors=preloaded(
-            "results/preload/mnist.pt", "results/preload/mnist.pt.made_from"
-        ),
+        tensors=tensors_input("results/preload/mnist.pt"),
         script=TRAIN_SCRIPT,
     output:
         row="results/runs/{device}/{network}/{mode}/bs{batch_size}/r{repeat}.csv",
@@ -24,7 +22,6 @@ rule train:
         network=network_of,
         # Rerun triggers: a run is retimed when a setting it depends on or its code changes.
         settings=RUN_SETTINGS,
-        data=DATA,
         code=run_code,
         threads=train_threads(),
         torch_threads=run_threads(),

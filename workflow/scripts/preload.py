@@ -7,7 +7,6 @@ from mnistbench.measure.slot import timed_slot
 with job(snakemake) as log:
     tensors = preload.load_raw(snakemake.params.root)
     preload.save_tensors(tensors, snakemake.output.tensors, snakemake.output.checksum)
-    files.write_text(snakemake.output.made_from, snakemake.params.data + "\n")  # common.smk: preloaded
     log(f"saved {', '.join(f'{k} {tuple(v.shape)}' for k, v in tensors.items())}")
     rows = []
     for device in snakemake.params.devices:

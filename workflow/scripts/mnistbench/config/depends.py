@@ -119,15 +119,3 @@ def code_fingerprint(task: str = "train") -> str:
     for f in sources(TASKS[task][0], scripts=(script,)):
         h.update(Path(f).name.encode() + b"\0" + Path(f).read_bytes())
     return h.hexdigest()[:16]
-
-
-def data_identity(cfg: dict) -> str:
-    """What the preloaded tensors are made of: the raw files' checksums (the download verifies
-    them) and the code that converts them (data/preload.py and what it imports). A rerun trigger
-    of the jobs that read the tensors in place of the tensor file's age: a download or preload
-    rebuilt with the same content (a corrected md5 typo, a corrupt file removed and made again,
-    another device to time copies to) retrains nothing, and other data retrains everything."""
-    h = hashlib.sha256(json.dumps(cfg["mnist"]["md5"], sort_keys=True).encode())
-    for f in sources("data.preload"):
-        h.update(Path(f).name.encode() + b"\0" + Path(f).read_bytes())
-    return h.hexdigest()[:16]

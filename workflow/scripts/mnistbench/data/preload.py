@@ -33,8 +33,10 @@ def load_raw(root) -> dict[str, torch.Tensor]:
 def save_tensors(tensors: dict, path, checksum=None) -> None:
     """The tensors, and (when `checksum` names a file) their sha256 beside them: the workflow
     treats a tensor file that no longer matches it as missing (files.intact)."""
-    with files.atomic(path) as tmp:
-        torch.save(tensors, tmp)
+    with files.atomic(path) as tmp, open(tmp, "wb") as f:
+        # Through a file object: torch names the archive's folder after a path it is given (here
+        # a temporary name), so the same tensors would give other bytes, and another checksum.
+        torch.save(tensors, f)
     if checksum:
         files.write_text(checksum, files.sha256(path) + "\n")
 
