@@ -479,3 +479,6 @@ def test_an_analysis_rule_lists_every_package_module_its_script_runs(module):
     loaded = {p for p in loaded if p.is_file()}
     listed = {Path(p) for p in depends.sources(module)}
     assert depends.module_path(module) in loaded and loaded <= listed, sorted(map(str, loaded - listed))
+    if module == "report.summary":  # the words' templates too: a sentence edited reruns the analysis
+        templates = set((REPO / "workflow/scripts/mnistbench/report/templates").glob("*.j2"))
+        assert templates and templates <= listed

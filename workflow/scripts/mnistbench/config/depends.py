@@ -18,6 +18,9 @@ SCRIPTS = PACKAGE.parent
 # What a timed job's script hands its work to: {kind: (module, function)}. The warm worker imports
 # them by name when it starts (worker.serve), so their sources are named here for the fingerprint.
 TASKS = {"train": ("train.trainer", "train"), "profile": ("train.profiling", "profile_device")}
+# Files a module reads besides its imports (its folder's): the report's words are Jinja2 templates,
+# so an edit of a sentence reruns the analysis as an edit of its code does.
+READS = {"report.words": "templates/*.j2"}
 # The environment variables a run records (the `env` of its record, env.describe): the thread
 # pools' settings, the vector ISA torch's own kernels and oneDNN's may use (read when torch loads;
 # they pick other kernels, so other timings and other rounding), the GPUs it sees, the Slurm job.
@@ -104,6 +107,8 @@ def sources(*modules: str, scripts: tuple = ()) -> list[str]:
         seen[name] = str(path)
         if path.with_suffix(".c").exists():
             seen[f"{name}.c"] = str(path.with_suffix(".c"))
+        for f in sorted(path.parent.glob(READS.get(name, "")) if name in READS else []):
+            seen[f"{name}:{f.name}"] = str(f)
         todo += _imports(path)
     return sorted(seen.values())
 
