@@ -31,12 +31,12 @@ def config(threads: int = 0, loss: str = "cross_entropy", lr: float = 0.01) -> d
     return dict(DEFAULTS, cpu_threads=threads, training=dict(DEFAULTS["training"], loss=loss, lr=lr))
 
 
-def prepared(mode: str, batch_size: int, d: dict, cfg: dict, device: str = "cpu", warmup: int = 20):
-    """(mode, epoch order) built, set up and warmed up as a train job does; None if the mode
-    cannot run here."""
+def prepared(mode: str, batch_size: int, d: dict, cfg: dict, device: str = "cpu", warmup: int = 20, models=1):
+    """(mode, epoch order) built for `models` copies at once, set up and warmed up as a train job
+    does; None if the mode cannot run here."""
     perm = torch.randperm(len(d["x"]))
     try:
-        m = runner.build(cfg, networks.build(cfg, NETWORK.name), mode, device, batch_size)
+        m = runner.build(cfg, networks.build(cfg, NETWORK.name), mode, device, batch_size, models_at_once=models)
         runner.setup(m, next(iter(m.epoch(d, perm))), device)
     except Unsupported:
         return None
@@ -44,10 +44,13 @@ def prepared(mode: str, batch_size: int, d: dict, cfg: dict, device: str = "cpu"
     return m, perm
 
 
-def step_time(mode: str, batch_size: int, d: dict, min_time: float = 1.0, device: str = "cpu", loss="cross_entropy"):
-    """Median seconds per step of `mode` with the train jobs' own loop (timing.timed_epoch), after
-    warm-up, over at least `min_time` seconds of steps; None if the mode cannot run here."""
-    built = prepared(mode, batch_size, d, config(torch.get_num_threads(), loss), device)
+def step_time(
+    mode: str, batch_size: int, d: dict, min_time: float = 1.0, device: str = "cpu", loss="cross_entropy", models=1
+):
+    """Median seconds per step of `mode` (training `models` copies at once) with the train jobs'
+    own loop (timing.timed_epoch), after warm-up, over at least `min_time` seconds of steps; None
+    if the mode cannot run here."""
+    built = prepared(mode, batch_size, d, config(torch.get_num_threads(), loss), device, models=models)
     if built is None:
         return None
     m, perm = built

@@ -54,10 +54,11 @@ def main(argv=None) -> int:
         if not np.isnan(lo):
             judged += 1
             differ += bool(hi < 1 or lo > 1)
-        machine, device, model, mode, batch = key
+        machine, device, model, mode, batch, k = key
         text = numbers.with_interval(numbers.num(med, lo, hi), lambda x: f"{x:.3f}")
         print(
-            f"{str(machine)[:24]:<24} {device:<8} {model:<16} {mode:<11} {batch:>6} {len(g):>4}  {text:<16} "
+            f"{str(machine)[:24]:<24} {device:<8} {model + (f' x{k}' if k > 1 else ''):<16} {mode:<11} {batch:>6} {len(g):>4}  "
+            f"{text:<16} "
             f"{numbers.pct(pd.to_numeric(g['slowed_share'], errors='coerce').median())}"
         )
     ratios = np.array(ratios)

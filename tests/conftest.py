@@ -108,6 +108,13 @@ def make_tensors(folder: Path, n_train: int, n_test: int) -> Path:
     return folder / "t.pt"
 
 
+def train_request(cfg: dict, data_path, mode: str, batch_size: int, **more) -> dict:
+    """What a train job asks a warm worker (worker.REQUEST): one run of the seed's network, one
+    model at a time, repeat 0 unless `more` says otherwise."""
+    req = dict(cfg=cfg, data_path=str(data_path), device="cpu", network="mlp-16-16", mode=mode)
+    return dict(req, batch_size=batch_size, **dict(dict(repeat=0, models_at_once=1), **more))
+
+
 def tiny_config(url, md5, **overrides) -> dict:
     cfg = dict(
         devices="auto",

@@ -2,6 +2,7 @@
 known numbers; degenerate inputs; merging machines; the profiler's split of a step; and the
 pipeline's report, regenerated without retraining."""
 
+import itertools
 import math
 import re
 import subprocess
@@ -31,40 +32,43 @@ CFG = dict(
 )
 
 
-def synthetic_runs(truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host="h1") -> pd.DataFrame:
-    """One row per run, step time = (a + b·B)·lognormal noise; truth = {(device, mode): (a_us, b_us)},
-    or {(device, mode, network): ...} for another network than the seed's."""
+def synthetic_runs(
+    truth: dict, sizes=GRID, repeats=3, noise=0.02, seed=0, host="h1", models_at_once=(1,)
+) -> pd.DataFrame:
+    """One row per run, step time = (a + b·B·K)·lognormal noise for K models at once; truth =
+    {(device, mode): (a_us, b_us)}, or {(device, mode, network): ...} for another network than the
+    seed's."""
     rng = np.random.default_rng(seed)
     rows = []
     for key, (a, b) in truth.items():
         device, mode, network = (*key, "mlp-16-16")[:3]
         flop = networks.network(network).flop_per_sample()
-        for bs in sizes:
-            for r in range(repeats):
-                t = (a + b * bs) * 1e-6 * math.exp(rng.normal(0, noise))
-                rows.append(
-                    dict(
-                        host=host,
-                        # each host its own hardware (machines.py's format)
-                        machine=f"{host} cpu, 4 threads; "
-                        + (f"{device.upper()}, 16 GiB; " if device != "cpu" else "")
-                        + "torch 2",
-                        device=device,
-                        device_name=device.upper(),
-                        model=network,
-                        flop_per_sample=flop,
-                        mode=mode,
-                        batch_size=bs,
-                        repeat=r,
-                        status="ok",
-                        quality="ok",
-                        step_time_median_s=t,
-                        samples_per_s=bs / t,
-                        test_accuracy=0.5,
-                        time_to_target_s="",
-                        final_loss=1.0,
-                    )
+        for bs, k, r in itertools.product(sizes, models_at_once, range(repeats)):
+            t = (a + b * bs * k) * 1e-6 * math.exp(rng.normal(0, noise))
+            rows.append(
+                dict(
+                    host=host,
+                    # each host its own hardware (machines.py's format)
+                    machine=f"{host} cpu, 4 threads; "
+                    + (f"{device.upper()}, 16 GiB; " if device != "cpu" else "")
+                    + "torch 2",
+                    device=device,
+                    device_name=device.upper(),
+                    model=network,
+                    flop_per_sample=flop,
+                    mode=mode,
+                    batch_size=bs,
+                    models_at_once=k,
+                    repeat=r,
+                    status="ok",
+                    quality="ok",
+                    step_time_median_s=t,
+                    samples_per_s=bs / t,
+                    test_accuracy=0.5,
+                    time_to_target_s="",
+                    final_loss=1.0,
                 )
+            )
     return pd.DataFrame(rows)
 
 

@@ -41,6 +41,7 @@ TINY = {
         "16",
     ],
     "l1_bound.py": ["--sizes-kb", "4", "50", "--rounds", "2", "--passes", "20"],
+    "many_models.py": ["--samples", "64", "--min-time", "0.02", "--models", "1", "4", "--modes", "manual", "numpy"],
     "sparse_limit.py": ["--samples", "512", "--min-time", "0.01", "--rounds", "3", "--batches", "1", "16", "256"],
     "speed_bs1.py": ["--samples", "64", "--min-time", "0.02", "--modes", "seed", "manual", "numpy"],
     "roofline.py": [

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from mnistbench.config import catalog
 from mnistbench.config.catalog import MODES as LADDER
-from mnistbench.report import facts, figures, look, machine_figures, numbers, summary, words
+from mnistbench.report import facts, figures, look, machine_figures, many, numbers, summary, words
 from mnistbench.report import tables as tbl
 from PIL import Image
 from test_analysis import GRID, analyse, synthetic_runs, transfer_table
+from test_many import many_runs
 
 MODES = ["manual", "module", "dataloader"]
 
@@ -325,6 +326,7 @@ def test_render_draws_every_registered_figure_with_its_data(tmp_path, monkeypatc
         "profile": profile_for(),
         "ladder": tbl.ladder(ladder_runs()),
         "map": tbl.network_map(runs),
+        "many": many.table(many_runs()),
     }
     assert set(catalog.inputs()) <= set(tables), "a figure reads a table this test does not build"
     drawn, out = render_all(tables, tmp_path, monkeypatch, dpi=40)

@@ -11,7 +11,7 @@ import time
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from conftest import snakemake, tiny_config
+from conftest import snakemake, tiny_config, train_request
 from mnistbench.data import download, preload, synthetic
 from mnistbench.measure import quality
 from mnistbench.report import figures, summary, words
@@ -150,15 +150,7 @@ def test_each_repeat_index_trains_in_its_own_process(tensors, tmp_path, monkeypa
     (tmp_path / "results").mkdir()
     shutil.copy(tensors, tmp_path / "t.pt")  # a worker reads only files of the working directory
     cfg = dict(trainer.DEFAULTS, min_timed_s=0, retime=0, train_samples=256, test_samples=64, warmup_steps=1, epochs=1)
-    req = dict(
-        cfg=cfg,
-        data_path=str(tmp_path / "t.pt"),
-        device="cpu",
-        network="mlp-16-16",
-        mode="manual",
-        batch_size=64,
-        repeat=0,
-    )
+    req = train_request(cfg, tmp_path / "t.pt", "manual", 64)
     pid = {}
     for r in (0, 1, 0):
         _, record = worker.train(dict(req, repeat=r), worker.socket_for(r))

@@ -286,7 +286,7 @@ def job_stats(out: str) -> Counter:
 
 
 def rule_of(comment: str) -> str:
-    """'rule_train_wildcards_cpu_mlp-16-16_module_64_0' -> 'train' (the plugin's job comment)."""
+    """'rule_train_wildcards_cpu_mlp-16-16_module_64_r0' -> 'train' (the plugin's job comment)."""
     return re.match(r"rule_(.*?)(?:_wildcards_|$)", comment).group(1)
 
 
@@ -400,7 +400,7 @@ def test_every_job_is_a_slurm_job_that_completed(cpu_run):
     assert Counter(jobs.Comment.map(rule_of)) == planned, table
     train = {c for c in jobs.Comment if rule_of(c) == "train"}
     expected = {
-        f"rule_train_wildcards_cpu_mlp-16-16_{m}_{b}_{r}" for m in MODES for b in BATCH_SIZES for r in range(REPEATS)
+        f"rule_train_wildcards_cpu_mlp-16-16_{m}_{b}_r{r}" for m in MODES for b in BATCH_SIZES for r in range(REPEATS)
     }
     assert train == expected, table
     assert (jobs.State == "COMPLETED").all() and (jobs.ExitCode == "0:0").all(), table
@@ -434,7 +434,7 @@ def test_repeats_on_two_identical_nodes_pool_into_one_row(cpu_run):
     summary row per combination with both repeats, one fit per mode."""
     jobs, tables = cpu_run["jobs"], cpu_run["tables"]
     train = jobs[jobs.Comment.str.startswith("rule_train_")].copy()
-    train[["mode", "batch_size", "repeat"]] = train.Comment.str.extract(r"_cpu_mlp-16-16_(\w+?)_(\d+)_(\d+)$").values
+    train[["mode", "batch_size", "repeat"]] = train.Comment.str.extract(r"_cpu_mlp-16-16_(\w+?)_(\d+)_r(\d+)$").values
     for _, g in train.groupby(["mode", "batch_size"]):
         assert len(g) == REPEATS and g.NodeList.nunique() == REPEATS, train.to_string()
     runs = tables["results/summary/runs.csv"]
@@ -494,7 +494,7 @@ def test_each_gpu_model_lands_on_its_node_and_fails_clearly(cuda_run):
     table = jobs.to_string()
     assert sorted(jobs.JobID, key=int) == sorted(submitted, key=int), table
     for model, node in GPU_NODE.items():
-        job = jobs[jobs.Comment == f"rule_train_wildcards_cuda@{model}_mlp-16-16_module_16_0"]
+        job = jobs[jobs.Comment == f"rule_train_wildcards_cuda@{model}_mlp-16-16_module_16_r0"]
         assert len(job) == 1, table
         job = job.iloc[0]
         assert job.Partition == "gpu" and job.NodeList == node, table

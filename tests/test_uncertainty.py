@@ -353,6 +353,7 @@ def slowed_runs_table(shares, n_runs=3, seed=7):
             rows.append(
                 dict(
                     machine="vm", host="vm", device="cpu", model="mlp-16-16", mode="module", batch_size=2**i,
+                    models_at_once=1,
                     repeat=r, status="ok", quality="ok", slowed_share=share,
                     step_time_median_s=float(np.median(slowed.steps_of(kept))),
                     step_time_all_steps_s=float(np.median(x)),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import jobs as planned
-from conftest import make_tensors, snakemake, tiny_config
+from conftest import make_tensors, snakemake, tiny_config, train_request
 from mnistbench import BenchError, jobs
 from mnistbench.data import download, preload, synthetic
 from mnistbench.measure import slot
@@ -38,16 +38,7 @@ def test_worker_matches_in_process_training(tensors, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the socket path is relative, as in the workflow
     cfg = dict(trainer.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=2)
     log = tmp_path / "job.log"
-    req = dict(
-        cfg=cfg,
-        data_path=tensors,
-        device="cpu",
-        network="mlp-16-16",
-        mode="module",
-        batch_size=8,
-        repeat=1,
-        log_path=str(log),
-    )
+    req = train_request(cfg, tensors, "module", 8, repeat=1, log_path=str(log))
     row, record = worker.train(req, "w/w.sock", siblings=["w/v.sock"])
     # The other repeat's worker started with this one and listened before this run was timed.
     assert os.stat("w/v.sock").st_mtime < datetime.fromisoformat(row["start_utc"]).timestamp()
@@ -122,16 +113,7 @@ def long_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=4096, test_samples=32, warmup_steps=1, epochs=6, retime=0)
     log = tmp_path / "job.log"
-    req = dict(
-        cfg=cfg,
-        data_path=str(tmp_path / "t.pt"),
-        device="cpu",
-        network="mlp-16-16",
-        mode="seed",
-        batch_size=1,
-        repeat=0,
-    )
-    req["log_path"] = str(log)
+    req = train_request(cfg, tmp_path / "t.pt", "seed", 1, log_path=str(log))
     env = dict(os.environ, PYTHONPATH=str(Path(worker.__file__).parents[2]))
 
     def client():
@@ -220,10 +202,7 @@ def serve_one(folder: Path, tensors: str):
             cfg = dict(
                 trainer.DEFAULTS, min_timed_s=0, retime=0, train_samples=96, test_samples=32, warmup_steps=1, epochs=1
             )
-            req = dict(
-                cfg=cfg, data_path=tensors, device="cpu", network="mlp-16-16", mode="module", batch_size=8, repeat=0
-            )
-            req["log_path"] = str(folder / "job.log")
+            req = train_request(cfg, tensors, "module", 8, log_path=str(folder / "job.log"))
             worker.train(req, "w/w.sock")
     finally:
         os.umask(old)

@@ -113,20 +113,22 @@ DEVICES = resolve_devices()
 MODES = resolve_modes()
 NETWORKS = resolve_networks()
 BATCH_SIZES = config["batch_sizes"]
+MODELS_AT_ONCE = config["models_at_once"]
 REPEATS = list(range(config["repeats"]))
 check_batch_sizes()
-# Device x network x mode combinations that cannot exist are left out of the DAG (and listed,
-# with the reason, in the summary).
+# Device x network x mode x K combinations that cannot exist are left out of the DAG (and
+# listed, with the reason, in the summary).
 WHY_NOT = {
-    (d, net, m): needs.why_not(m, d, s)
+    (d, net, m, k): needs.why_not(m, d, s, k)
     for d in DEVICES
     for net, s in NETWORKS.items()
     for m in MODES
+    for k in MODELS_AT_ONCE
 }
 GRID = [key for key, why in WHY_NOT.items() if why is None]
 LEFT_OUT = [
-    (d, NETWORKS[net].network.name, m, why)
-    for (d, net, m), why in WHY_NOT.items()
+    (d, NETWORKS[net].network.name, m, k, why)
+    for (d, net, m, k), why in WHY_NOT.items()
     if why is not None
 ]
 if not GRID:
@@ -134,17 +136,17 @@ if not GRID:
     # the fix is the machine's, not the config's.
     LACKING = {
         why: needs.FIXES[catalog.MODES[m].needs]
-        for (d, net, m), why in WHY_NOT.items()
+        for (d, net, m, k), why in WHY_NOT.items()
         if why is not None and why == needs.lacking(m)
     }
     if LACKING:
         raise WorkflowError(
-            "no device x network x mode of this grid can run on this machine: "
+            "no device x network x mode x models_at_once of this grid can run on this machine: "
             + "; ".join(f"{why}: {fix}" for why, fix in LACKING.items())
         )
     raise key_error(
         "modes",
-        "no device x network x mode of this grid can exist ("
+        "no device x network x mode x models_at_once of this grid can exist ("
         + "; ".join(dict.fromkeys(why for *_, why in LEFT_OUT))
         + "): add a mode that runs on "
         + ", ".join(DEVICES),
@@ -153,10 +155,28 @@ SLUGS = {devs.slug(d): d for d in DEVICES}
 check_merge_runs()
 
 
+# A run's file name in its batch size's folder: its repeat, after its K where it trains several
+# copies at once (a run of one model keeps the name it always had: r0, k16-r0).
+RUN_PATTERN = r"(?:k\d+-)?r\d+"
+
+
+def run_name(models_at_once, repeat):
+    return f"r{repeat}" if models_at_once == 1 else f"k{models_at_once}-r{repeat}"
+
+
+def models_at_once_of(wildcards):
+    k, _, _ = wildcards.run.rpartition("-")
+    return int(k[1:]) if k else 1
+
+
+def repeat_of(wildcards):
+    return int(wildcards.run.rpartition("-")[2][1:])
+
+
 def run_files(ext):
     return [
-        f"results/runs/{s}/{net}/{m}/bs{b}/r{r}.{ext}"
-        for d, net, m in GRID
+        f"results/runs/{s}/{net}/{m}/bs{b}/{run_name(k, r)}.{ext}"
+        for d, net, m, k in GRID
         for s in train_slugs(d)
         for b in BATCH_SIZES
         for r in REPEATS

@@ -3,7 +3,7 @@
 # jobs (only the preloaded tensors), and it takes the same `timed_jobs` slot as a train job, so it
 # never runs while a timed run is being measured (the profiler loads the cpu and the GPU).
 # Locally the first repeat's warm worker profiles (torch and the compiler imported there already).
-PROFILED = [devs.slug(d) for d in DEVICES if any(g == d for g, _, _ in GRID)]
+PROFILED = [devs.slug(d) for d in DEVICES if any(g == d for g, *_ in GRID)]
 
 
 rule profile:
@@ -27,7 +27,7 @@ rule profile:
         modes=lambda wc: [
             m
             for m in MODES
-            if any(devs.slug(d) == wc.device and g == m for d, _, g in GRID)
+            if any(devs.slug(d) == wc.device and g == m for d, _, g, _ in GRID)
         ],
         batch_sizes=sorted({min(BATCH_SIZES), max(BATCH_SIZES)}),
         settings=RUN_SETTINGS,

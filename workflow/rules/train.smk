@@ -3,15 +3,15 @@ rule train:
         tensors=tensors_input("results/preload/mnist.pt"),
         script=TRAIN_SCRIPT,
     output:
-        row="results/runs/{device}/{network}/{mode}/bs{batch_size}/r{repeat}.csv",
-        env="results/runs/{device}/{network}/{mode}/bs{batch_size}/r{repeat}.json",
+        row="results/runs/{device}/{network}/{mode}/bs{batch_size}/{run}.csv",
+        env="results/runs/{device}/{network}/{mode}/bs{batch_size}/{run}.json",
     log:
-        "logs/train/{device}/{network}/{mode}/bs{batch_size}_r{repeat}.log",
+        "logs/train/{device}/{network}/{mode}/bs{batch_size}_{run}.log",
     wildcard_constraints:
         device=TRAIN_SLUG_PATTERN,
         network=r"[A-Za-z0-9_.-]+",
         batch_size=r"\d+",
-        repeat=r"\d+",
+        run=RUN_PATTERN,
     conda:
         "../../environment.yml"
     threads: train_threads()
@@ -20,6 +20,8 @@ rule train:
     params:
         device=device_of,
         network=network_of,
+        models_at_once=models_at_once_of,
+        repeat=repeat_of,
         # Rerun triggers: a run is retimed when a setting it depends on or its code changes.
         settings=RUN_SETTINGS,
         code=run_code,
@@ -27,8 +29,8 @@ rule train:
         torch_threads=run_threads(),
     shell:
         '"$MNISTBENCH_PYTHON" {input.script:q} {output.row:q} {output.env:q} {log:q} {input.tensors:q}'
-        " {params.device:q} {params.network:q} {wildcards.mode:q} {wildcards.batch_size} {wildcards.repeat}"
-        " {params.torch_threads}"
+        " {params.device:q} {params.network:q} {wildcards.mode:q} {wildcards.batch_size} {params.repeat}"
+        " {params.torch_threads} {params.models_at_once}"
 
 
 # An interrupt of Snakemake alone stops the running train jobs too (mnistbench/jobs.py).

@@ -15,7 +15,7 @@ from mnistbench.measure import machines
 from mnistbench.train.records import ADDED, COLUMNS, INTEGER, NUMBER
 
 # A combination of the summary: runs pool by the machine they ran on (its hardware), not by host.
-MACHINE_KEYS = ["machine", "device", "model", "mode", "batch_size"]
+MACHINE_KEYS = ["machine", "device", "model", "mode", "batch_size", "models_at_once"]
 # Tables that travel between machines: each file name is the same in every results/summary/.
 TABLES = ("runs", "epochs", "environment", "transfer", "profile")
 ENV_COLUMNS = [
@@ -49,7 +49,7 @@ def load_epochs(records) -> pd.DataFrame:
     for rec in records:
         r = rec["row"]
         for e in rec["epochs"]:
-            rows.append(dict({k: r[k] for k in ["host", *MACHINE_KEYS, "repeat"]}, **e))
+            rows.append(dict({k: r.get(k, 1) for k in ["host", *MACHINE_KEYS, "repeat"]}, **e))
     cols = ["host", *MACHINE_KEYS, "repeat", "epoch", "train_s", "cum_train_s", "test_loss", "test_accuracy"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -102,7 +102,7 @@ def has_columns(df: pd.DataFrame, path) -> None:
         df["dropped_samples"] = pd.to_numeric(df["train_samples"], errors="coerce") % df["batch_size"]
     for c in ADDED:
         if c not in df.columns:
-            df[c] = np.nan
+            df[c] = 1 if c == "models_at_once" else np.nan
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise BenchError(
@@ -263,6 +263,11 @@ def check_settings(runs: pd.DataFrame) -> list[str]:
     return notes
 
 
+def with_models_at_once(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs with their K (`models_at_once`): a table of runs from before K trained one model each."""
+    return runs if "models_at_once" in runs.columns else runs.assign(models_at_once=1)
+
+
 def succeeded(runs: pd.DataFrame) -> pd.DataFrame:
     """Rows (runs, profiles) whose job ended with status ok, whatever their timing verdict: what
     the learning figures, the accuracy sentences and the profile pages may show."""
@@ -303,6 +308,7 @@ def summarise(runs: pd.DataFrame, use=("ok",), repeat_spread=1.25, intervals=Tru
     of the median (`_lo`, `_hi`: over processes and the steps within them; none with one usable
     run), how many runs were usable, and whether the repeats agree (their median step times within
     a factor of repeat_spread)."""
+    runs = with_models_at_once(runs)
     ok = usable(runs, use)
     g = ok.groupby(MACHINE_KEYS)
     stats = pd.DataFrame(
@@ -398,12 +404,14 @@ def _run(row_files, env_files, transfer_csv, profile_files, merge_files, left_ou
     files.write_csv(out.summary, summary)
     for name in TABLES[1:]:
         files.write_csv(out[name], tables[name])
-    files.write_csv(out.left_out, pd.DataFrame(left_out, columns=["device", "model", "mode", "reason"]))
+    files.write_csv(
+        out.left_out, pd.DataFrame(left_out, columns=["device", "model", "mode", "models_at_once", "reason"])
+    )
     for host, label in owner.items():
         log(f"host {host}: from {label}")
     for note in notes:
         log(f"note: {note}")
     n_ok = int((summary["n_ok"]).sum())
     log(f"{len(runs)} runs ({n_ok} usable: status ok, timing {', '.join(q['use'])}) in {len(summary)} combinations")
-    for d, net, m, why in left_out:
-        log(f"left out {d} x {net} x {m}: {why}")
+    for d, net, m, k, why in left_out:
+        log(f"left out {d} x {net} x {m}" + (f" x {k} at once" if k > 1 else "") + f": {why}")

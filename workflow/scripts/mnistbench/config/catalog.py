@@ -40,15 +40,21 @@ class ModeInfo:
     networks: str = "any"
     why_networks: str = ""  # the bound that limits it to those networks, in words
     training: tuple = COMMON_TRAINING  # the `training.*` settings it implements
+    # Whether it trains K > 1 copies of a network at once (`models_at_once`): "" if it does, else
+    # why not (the grid leaves its K > 1 combinations out, with that reason, in left_out.csv).
+    one_at_a_time: str = "it trains one network per step"
     # Its look in every figure, its own: adding a mode changes no other mode's colour or marker.
     color: str = "#7f7f7f"
     marker: str = "o"
 
 
 FAMILY_ONLY = "its forward and backward are written for the mlp-... family's linear layers and sigmoids"
+ONE_NETWORK_KERNEL = "its C kernel trains one network per call (K networks would be K calls: K separate runs)"
 MODES = {
     "seed": ModeInfo("Seed", color="#1f77b4", marker="o", networks="family", why_networks=FAMILY_ONLY),
-    "manual": ModeInfo("Manual", color="#ff7f0e", marker="s", networks="family", why_networks=FAMILY_ONLY),
+    "manual": ModeInfo(
+        "Manual", color="#ff7f0e", marker="s", networks="family", why_networks=FAMILY_ONLY, one_at_a_time=""
+    ),
     "autograd": ModeInfo(
         "Autograd",
         color="#2ca02c",
@@ -56,15 +62,32 @@ MODES = {
         networks="family",
         why_networks="it trains the family's functional form",
     ),
-    "module": ModeInfo("Module", color="#d62728", marker="v"),
-    "dataloader": ModeInfo("DataLoaderMode", color="#9467bd", marker="D"),
-    "compiled": ModeInfo("Compiled", color="#8c564b", marker="P"),
-    "amp": ModeInfo(
-        "Amp", color="#e377c2", marker="X", kinds=("cpu", "cuda"), exact=False, training=(*COMMON_TRAINING, "amp_dtype")
+    "module": ModeInfo("Module", color="#d62728", marker="v", one_at_a_time=""),
+    "dataloader": ModeInfo(
+        "DataLoaderMode",
+        color="#9467bd",
+        marker="D",
+        one_at_a_time="it measures what a DataLoader's copies cost one network; module trains K at once",
     ),
-    "cudagraph": ModeInfo("CudaGraph", color="#7f7f7f", marker="*", kinds=("cuda",)),
+    "compiled": ModeInfo("Compiled", color="#8c564b", marker="P", one_at_a_time=""),
+    "amp": ModeInfo(
+        "Amp",
+        color="#e377c2",
+        marker="X",
+        kinds=("cpu", "cuda"),
+        exact=False,
+        training=(*COMMON_TRAINING, "amp_dtype"),
+        one_at_a_time="K copies under autocast are not proven to train as each copy alone",
+    ),
+    "cudagraph": ModeInfo("CudaGraph", color="#7f7f7f", marker="*", kinds=("cuda",), one_at_a_time=""),
     "numpy": ModeInfo(
-        "Numpy", color="#bcbd22", marker="h", kinds=("cpu",), networks="family", why_networks=FAMILY_ONLY
+        "Numpy",
+        color="#bcbd22",
+        marker="h",
+        kinds=("cpu",),
+        networks="family",
+        why_networks=FAMILY_ONLY,
+        one_at_a_time="",
     ),
     "kernel": ModeInfo(
         "Kernel",
@@ -74,6 +97,7 @@ MODES = {
         needs="compiler",
         networks="family",
         why_networks=FAMILY_ONLY,
+        one_at_a_time=ONE_NETWORK_KERNEL,
     ),
     "sparse": ModeInfo(
         "Sparse",
@@ -83,6 +107,7 @@ MODES = {
         needs="compiler",
         networks="family",
         why_networks=FAMILY_ONLY,
+        one_at_a_time=ONE_NETWORK_KERNEL,
     ),
     "persistent": ModeInfo(
         "Persistent",
@@ -92,6 +117,7 @@ MODES = {
         needs="triton",
         networks=networks.SEED_NETWORK,
         why_networks="one program keeps W1 (784 x 16) and the small layers in its registers for every step",
+        one_at_a_time="its one program keeps one network in its registers",
     ),
 }
 
@@ -116,6 +142,12 @@ def why_not_training(mode: str, training: dict) -> str | None:
     return None
 
 
+def why_not_many(mode: str, models_at_once: int) -> str | None:
+    """Why `mode` cannot train `models_at_once` copies of a network at once, or None."""
+    why = MODES[mode].one_at_a_time
+    return f"{mode} takes no models_at_once > 1: {why}" if models_at_once > 1 and why else None
+
+
 def unsupported(mode: str, device: str, s: networks.Spec | None = None) -> str | None:
     """Why the registry says this device x network x mode cannot exist (a kind the mode does not
     run on, a network or a training setting it does not take), or None. Whether this machine has
@@ -132,7 +164,16 @@ def unsupported(mode: str, device: str, s: networks.Spec | None = None) -> str |
 
 # The config keys the analysis reads (the analyse rule's params, so a change of one reruns it and
 # a change of any other key does not): the grid it describes, what counts as usable, the target.
-REPORT_KEYS = ("devices", "modes", "batch_sizes", "repeats", "train_samples", "epochs", "target_accuracy")
+REPORT_KEYS = (
+    "devices",
+    "modes",
+    "batch_sizes",
+    "models_at_once",
+    "repeats",
+    "train_samples",
+    "epochs",
+    "target_accuracy",
+)
 REPORT_KEYS += ("quality.use", "quality.repeat_spread", "test_samples", "training.lr")
 
 
@@ -156,6 +197,7 @@ TABLES = {
         Table("ladder", "Ladder", "samples/s per mode"),
         Table("dataloader", "Data transfer", "DataLoader transfer share"),
         Table("bandwidth", "Data transfer", "copy latency and bandwidth"),
+        Table("many", "Many models", "model-samples/s per models at once"),
     ]
 }
 
@@ -184,6 +226,7 @@ FIGURES = {
         Figure("accuracy", ("epochs", "runs"), "Accuracy", "time to accuracy", ("target", "use")),
         Figure("bandwidth", ("transfer",), "Data transfer", "copy bandwidth vs size"),
         Figure("ops", ("profile",), "Breakdown", "ops per step"),
+        Figure("many", ("many",), "Many models", "many models at once: model-samples/s vs models at once"),
     ]
 }
 

@@ -18,7 +18,7 @@ from mnistbench.config.catalog import FIGURES
 from mnistbench.config.devices import CPU, cpu_first, kind
 from mnistbench.measure.machines import by_name, natural
 from mnistbench.measure.slowed import SLOWED
-from mnistbench.report import pages
+from mnistbench.report import many, pages
 from mnistbench.report.numbers import at, num
 from mnistbench.report.pages import ratio
 from mnistbench.report.tables import own, yes
@@ -446,6 +446,7 @@ def collect(tables: dict, cfg: dict) -> dict:
     notes = [dict(kind="text", text=t) for t in tables.get("code_notes", [])]
     out = dict(several=several, config=config(cfg), notes=notes, use=list(tables.get("use", ("ok",))))
     out.update(headline=[], per_network=[], ranking=[], places=[], references=[], pages={f: [] for f in FIGURES})
+    out["many"] = many.facts(tables["many"]) if "many" in tables else []
     out.update(set_aside=tables["set_aside"].to_dict("records"), disagreeing=tables["disagreeing"].to_dict("records"))
     if succeeded(runs).empty:
         statuses = ", ".join(sorted(set(runs["status"]))) if len(runs) else "none"
@@ -491,6 +492,7 @@ def collect(tables: dict, cfg: dict) -> dict:
         breakdown=pages.profiled(tables["profile"]),
         ops=pages.most_ops(tables["profile"]),
         bandwidth=pages.copy_rates(tables["bandwidth"]),
+        many=out["many"],
         accuracy=pages.accuracy(
             runs, cfg.get("target_accuracy"), (cfg.get("training") or {}).get("lr"), cfg.get("test_samples")
         ),

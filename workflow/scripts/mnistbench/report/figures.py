@@ -41,6 +41,7 @@ from mnistbench.report.look import (
     speedup_cells,
     titled,
 )
+from mnistbench.report.many import one_at_a_time
 from mnistbench.report.numbers import flop, rate, times
 from mnistbench.report.tables import PLACE_KEYS, by_size, placed, rates
 
@@ -484,6 +485,40 @@ def ops(prof: pd.DataFrame, title: str = default("ops")) -> object:
     return titled(fig, title)
 
 
+@draws
+def many(m: pd.DataFrame, title: str = default("many")) -> object:
+    """Model-samples/s of K copies trained at once against K, log-log, with 95 % intervals: one
+    panel per network (columns) and place x device (rows), colour = mode, line style = batch size.
+    A line that rises with K's factor costs nothing per extra copy."""
+    if m.empty:
+        return note_figure(title, "No run trained more than one model at once (models_at_once: [1]).")
+    models = by_size(m)
+    rows = list(dict.fromkeys(zip(m["place"], m["device"])))
+    rows.sort(key=lambda pd_: (machines.natural(pd_[0]), pd_[1] != CPU))
+    styles = dict(zip(sorted(set(m["batch_size"])), ["-", "--", ":", "-."] * 8))
+    fig, axes = grid(len(rows) * len(models), len(models), size=(5.5, 4))
+    for ax, ((place, device), model) in zip(axes, [(r, n) for r in rows for n in models]):
+        h = m[(m["place"] == place) & (m["device"] == device) & (m["model"] == model)]
+        for (mode, b), g in h.sort_values("models_at_once").groupby(["mode", "batch_size"], sort=False):
+            colour = MODE_COLOR.get(mode, "grey")
+            ax.plot(g["models_at_once"], g["model_samples_per_s"], ls=styles[b], marker=MODE_MARKER.get(mode, "o"),
+                    color=colour, label=f"{mode}, batch {b}")[0].set_gid(f"{device}|{mode}|{b}")  # fmt: skip
+            if g["model_samples_per_s_lo"].notna().any():
+                y = g["model_samples_per_s"]
+                err = np.array(
+                    [(y - g["model_samples_per_s_lo"]).clip(lower=0), (g["model_samples_per_s_hi"] - y).clip(lower=0)]
+                )
+                ax.errorbar(g["models_at_once"], y, yerr=err, fmt="none", ecolor=colour, elinewidth=1)
+        ax.set(xscale="log", yscale="log", xlabel="models at once (K)", ylabel="model-samples/s (95 % interval)")
+        log_ticks(ax, "x", ticks=m["models_at_once"])
+        log_ticks(ax, "y")
+        ax.set_title(f"{model}, {device}" + (f" — {place}" if len(set(m["place"])) > 1 else ""), fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        if len(h):
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return titled(fig, title)
+
+
 # --- the rule -----------------------------------------------------------------------------------
 
 
@@ -500,7 +535,9 @@ def render(inp, out, dpi=110, style="whitegrid", target=None, use=("ok",), log=p
         for i in f.inputs:
             if i not in tables:
                 t = pd.read_csv(inp[i])
-                tables[i] = machines.places(t) if i in ("runs", "epochs") else t  # as the analysis compares them
+                if i in ("runs", "epochs"):  # as the analysis compares them: by place, one model at a time
+                    t = one_at_a_time(machines.places(t))
+                tables[i] = t
         options["title"] = words.title(found, name)
         fig = DRAW[name](*(tables[i] for i in f.inputs), **{o: options[o] for o in (*f.options, "title")})
         save(fig, out[name], dpi=dpi)

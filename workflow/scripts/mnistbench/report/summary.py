@@ -8,10 +8,10 @@ import pandas as pd
 
 from mnistbench import files
 from mnistbench.collect import reference
-from mnistbench.collect.aggregate import check_settings, usable
+from mnistbench.collect.aggregate import check_settings, usable, with_models_at_once
 from mnistbench.config import catalog
 from mnistbench.measure import machines
-from mnistbench.report import copies, facts, tables, words
+from mnistbench.report import copies, facts, many, tables, words
 
 
 def compute(runs, transfer, prof, env, cfg, references=()) -> dict:
@@ -20,7 +20,10 @@ def compute(runs, transfer, prof, env, cfg, references=()) -> dict:
     names them)."""
     q = cfg.get("quality") or {}
     use = tuple(q.get("use", ["ok"]))
-    raw, runs = runs, machines.places(runs)
+    # Every table compares runs of one model at a time except `many`, which reads them all.
+    raw = with_models_at_once(runs)
+    all_runs = machines.places(raw)
+    runs = many.one_at_a_time(all_runs)
     bw = copies.bandwidth(transfer)
     reps = tables.replicates(runs, use)
     fit_reps = tables.fit_replicates(runs, use, reps)
@@ -43,6 +46,7 @@ def compute(runs, transfer, prof, env, cfg, references=()) -> dict:
         speedup=tables.speedup(runs, use, reps),
         map=beside(tables.network_map(runs, use, reps), "map"),
         ladder=beside(tables.ladder(runs, use, reps, gflops), "ladder"),
+        many=many.table(all_runs, use),
         references=refs,
         bandwidth=bw,
         dataloader=copies.dataloader(runs, bw, prof, use, reps),
@@ -57,13 +61,14 @@ def compute(runs, transfer, prof, env, cfg, references=()) -> dict:
 
 def of_reference(ref, use) -> dict:
     """The tables a reference machine shows beside this run's, from its own runs alone."""
-    reps = tables.replicates(ref.runs, use)
-    fit_reps = tables.fit_replicates(ref.runs, use, reps)
-    fit = tables.fits(ref.runs, use, fit_reps)
+    runs = many.one_at_a_time(ref.runs)
+    reps = tables.replicates(runs, use)
+    fit_reps = tables.fit_replicates(runs, use, reps)
+    fit = tables.fits(runs, use, fit_reps)
     return dict(
-        ladder=tables.ladder(ref.runs, use, reps),
-        map=tables.network_map(ref.runs, use, reps),
-        crossover=tables.crossover(fit, ref.runs, use, fit_reps),
+        ladder=tables.ladder(runs, use, reps),
+        map=tables.network_map(runs, use, reps),
+        crossover=tables.crossover(fit, runs, use, fit_reps),
     )
 
 

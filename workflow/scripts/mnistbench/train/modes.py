@@ -3,14 +3,17 @@
 The contract of a mode, written here only (tests/test_modes.py holds every registered mode to it,
 through the train job's own builder and evaluation):
 
-    mode = implementation(name)(spec, state, device, batch_size)   # runner.build in a train job
+    mode = implementation(name)(spec, state, device, batch_size, models_at_once)   # runner.build
     mode.setup(item)       # one-off cost (compile, graph capture, build), timed apart; never trains
     for item in mode.epoch(data, perm):
         mode.step(item)    # None for one training step, or the int count of the steps it did
     mode.params()          # {name: float32 tensor or array} named and shaped as nets.initial_state
 
 `spec` (networks.Spec) is the network and its training settings (loss, lr, ...), `state` its
-initial parameters (nets.initial_state): every mode of a repeat starts from the same. A mode that
+initial parameters (nets.initial_state): every mode of a repeat starts from the same. With
+models_at_once = K > 1 (a mode whose registry entry takes it) `state` holds K copies stacked along
+a first dimension, every step trains each copy on the same batch, and params() returns them
+stacked the same way: copy i must end as it would trained alone. A mode that
 does several steps per call (`compiled`, `kernel` and `sparse` at small batch sizes) yields that
 many steps' samples per item. `data` holds x [N, 784] float32, y [N] int64 and t [N, 10] one-hot
 float32 on the device (or on the host for `dataloader`); `perm` is the epoch's sample order; an
@@ -35,10 +38,8 @@ import torch.nn.functional as F
 
 from mnistbench.config import catalog, devices, networks
 from mnistbench.train import nets
-
-
-class Unsupported(Exception):
-    """This mode cannot run on this device or torch build; recorded as status `unsupported`."""
+from mnistbench.train.needs import Unsupported
+from mnistbench.train.stacked import Stacked
 
 
 class Mode:
@@ -46,8 +47,8 @@ class Mode:
     host_data = False  # True: the data stays in host memory and each batch is copied (dataloader)
     prepared_s = 0.0  # seconds spent building a form of the data of the mode's own (sparse): one-off
 
-    def __init__(self, s: networks.Spec, state: dict, device: str, batch_size: int):
-        self.spec, self.device, self.batch_size = s, device, batch_size
+    def __init__(self, s: networks.Spec, state: dict, device: str, batch_size: int, models_at_once: int = 1):
+        self.spec, self.device, self.batch_size, self.models = s, device, batch_size, models_at_once
         self.loss, self.lr = s.loss, s.lr
         self.p = {k: v.detach().to(device).clone() for k, v in state.items()}
 
@@ -141,12 +142,15 @@ class Seed(Mode):
 
 
 class Manual(Mode):
-    """True gradients by hand into preallocated buffers, in-place SGD: no allocation per step."""
+    """True gradients by hand into preallocated buffers, in-place SGD: no allocation per step. K
+    copies at once: every buffer gains a first dimension of K and each matrix product is a batched
+    one (bmm), the input shared by all copies (an expanded view, not K copies of it)."""
 
     def __init__(self, *args):
         super().__init__(*args)
-        b, dev, sizes = self.batch_size, self.device, self.spec.network.sizes
-        e = lambda *shape: torch.empty(*shape, device=dev)  # noqa: E731
+        b, dev, sizes, k = self.batch_size, self.device, self.spec.network.sizes, self.models
+        lead = (k,) if k > 1 else ()
+        e = lambda *shape: torch.empty(*lead, *shape, device=dev)  # noqa: E731
         self.a = [e(b, w) for w in sizes[1:-1]]  # hidden activations
         self.d = [e(b, w) for w in sizes[1:]]  # every layer's delta
         self.h = [e(b, w) for w in sizes[1:-1]]  # sigmoid's derivative of each hidden layer
@@ -154,32 +158,37 @@ class Manual(Mode):
         self.g = {k: torch.empty_like(v) for k, v in self.p.items()}
         # Per layer: its weight, bias and their gradients (updated in place, so named once here).
         names = [(f"w{i}", f"b{i}") for i in range(1, len(sizes))]
-        self.layers = [(self.p[w], self.p[b], self.g[w], self.g[b]) for w, b in names]
+        # A copy's bias broadcast over the batch's rows: [K, 1, width] for K copies.
+        bias = (lambda v: v.unsqueeze(1)) if k > 1 else (lambda v: v)  # noqa: E731
+        self.layers = [(self.p[w], bias(self.p[b]), self.g[w], self.g[b]) for w, b in names]
+        self.mm, self.addmm = (torch.bmm, torch.baddbmm) if k > 1 else (torch.mm, torch.addmm)
 
     def backward(self, x, t):
         """Fill self.g with the gradients of the mean loss at (x, t)."""
-        layers, n, s = self.layers, x.shape[0], self.s
+        layers, n, s, mm, addmm = self.layers, x.shape[0], self.s, self.mm, self.addmm
+        if self.models > 1:
+            x, t = x.expand(self.models, *x.shape), t.expand(self.models, *t.shape)
         acts = [x, *self.a]
         for (w, b, _, _), a_in, a in zip(layers, acts, self.a):
-            torch.addmm(b, a_in, w.t(), out=a).sigmoid_()
+            addmm(b, a_in, w.mT, out=a).sigmoid_()
         w, b, _, _ = layers[-1]
-        torch.addmm(b, acts[-1], w.t(), out=s)
-        torch.softmax(s, dim=1, out=s)
+        addmm(b, acts[-1], w.mT, out=s)
+        torch.softmax(s, dim=-1, out=s)
         d = self.d[-1]
         if self.loss == "cross_entropy":
             torch.sub(s, t, out=d).div_(n)
         else:
             torch.sub(s, t, out=d).mul_(2.0 / n)  # dL/ds
-            torch.sum(torch.mul(d, s, out=self.u), dim=1, keepdim=True, out=self.r)
+            torch.sum(torch.mul(d, s, out=self.u), dim=-1, keepdim=True, out=self.r)
             d.sub_(self.r).mul_(s)
         for i in range(len(layers) - 1, -1, -1):
             w, _, gw, gb = layers[i]
             a = acts[i]
-            torch.mm(d.t(), a, out=gw)
-            torch.sum(d, 0, out=gb)
+            mm(d.mT, a, out=gw)
+            torch.sum(d, -2, out=gb)
             if i > 0:
                 h = torch.addcmul(a, a, a, value=-1.0, out=self.h[i - 1])
-                d = torch.mm(d, w, out=self.d[i - 1]).mul_(h)
+                d = mm(d, w, out=self.d[i - 1]).mul_(h)
 
     def step(self, batch):
         x, _, t = batch
@@ -212,40 +221,54 @@ class Autograd(Mode):
 # --- nn.Module + torch.optim --------------------------------------------------------------------
 
 
-def sgd(net: nn.Module, s: networks.Spec, fused: bool = False) -> torch.optim.SGD:
+def sgd(params, s: networks.Spec, fused: bool = False) -> torch.optim.SGD:
     """The optimiser of every mode that trains with torch.optim, built here only: plain SGD with the
-    training settings of `s` (a setting the config gains is set here, for all of them). `fused`:
-    one kernel for the whole update (amp on cuda, where it reads the GradScaler's flag on the device)."""
-    return torch.optim.SGD(net.parameters(), lr=s.lr, fused=fused or None)
+    training settings of `s` (a setting the config gains is set here, for all of them) over
+    `params` (a module's parameters, or K copies' stacked ones: SGD updates each element alone, so
+    one step over the stack is each copy's own step). `fused`: one kernel for the whole update (amp
+    on cuda, where it reads the GradScaler's flag on the device)."""
+    return torch.optim.SGD(list(params), lr=s.lr, fused=fused or None)
 
 
 class SoftmaxMSELoss(nn.Module):
     """The beginner's loss as a module: squared error of softmax vs one-hot, summed over classes."""
 
     def forward(self, z, y):
-        # scatter_ rather than F.one_hot: no device->host sync, so it can live in a CUDA graph.
-        t = torch.zeros_like(z).scatter_(1, y.unsqueeze(1), 1.0)
+        # A comparison rather than F.one_hot: no device->host sync, so it can live in a CUDA graph,
+        # and no in-place write, which vmap (K copies at once) would run copy by copy.
+        t = (y.unsqueeze(1) == torch.arange(z.shape[-1], device=z.device)).to(z.dtype)
         return (torch.softmax(z, dim=1) - t).square().sum(1).mean()
 
 
 class Module(Mode):
     """The network as an nn.Module (nn.Linear layers for the family, a user's own class) trained
-    with torch.optim.SGD: the way a tutorial writes it."""
+    with torch.optim.SGD: the way a tutorial writes it. K copies at once through torch.func
+    (Stacked), one SGD step over all of them."""
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.net = nets.module(self.spec, self.p, self.device)
         self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
-        self.opt = sgd(self.net, self.spec)
+        if self.models > 1:
+            self.stack = Stacked(self.spec, self.p, self.device, self.criterion, self.models)
+            self.opt = sgd(self.stack.params.values(), self.spec)
+            return
+        self.net = nets.module(self.spec, self.p, self.device)
+        self.opt = sgd(self.net.parameters(), self.spec)
+
+    def train(self, x, y):
+        self.opt.zero_grad(set_to_none=True)
+        if self.models > 1:
+            self.stack.backward(x, y)
+        else:
+            self.criterion(self.net(x), y).backward()
+        self.opt.step()
 
     def step(self, batch):
         x, y, _ = batch
-        self.opt.zero_grad(set_to_none=True)
-        self.criterion(self.net(x), y).backward()
-        self.opt.step()
+        self.train(x, y)
 
     def params(self):
-        return nets.module_state(self.spec, self.net)
+        return self.stack.state() if self.models > 1 else nets.module_state(self.spec, self.net)
 
 
 class DataLoaderMode(Module):
@@ -336,20 +359,27 @@ class Compiled(Mode):
     def __init__(self, *args):
         super().__init__(*args)
         if not self.spec.network.family:
-            self.net = nets.module(self.spec, self.p, self.device)
             self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
-            self.opt = sgd(self.net, self.spec)
             _compile_afresh()
+            if self.models > 1:  # the copies' gradients in one compiled call (vmap of grad)
+                self.stack = Stacked(self.spec, self.p, self.device, self.criterion, self.models)
+                self.stack.grads = torch.compile(self.stack.grads, dynamic=False)
+                self.opt = sgd(self.stack.params.values(), self.spec)
+                return
+            self.net = nets.module(self.spec, self.p, self.device)
+            self.opt = sgd(self.net.parameters(), self.spec)
             self.cnet = torch.compile(self.net, dynamic=False)
             return
         loss, lr, b = self.loss, self.lr, self.batch_size
-        one = devices.is_cpu(self.device) and b == 1
+        one = devices.is_cpu(self.device) and b == 1 and self.models == 1
         self.steps_per_call = self.UNROLL if one else 1
+        # K copies: the hand-derived gradients of every copy at once (vmap), in the same graph.
+        grads = torch.func.vmap(nets.grads, in_dims=(0, None, None, None)) if self.models > 1 else nets.grads
 
         def sgd_step(p, x, t):
             if one:
                 return _sgd_step_one(p, x, t, loss, lr)
-            g = nets.grads(p, x, t, loss)
+            g = grads(p, x, t, loss)
             for k in p:
                 p[k].sub_(g[k], alpha=lr)
 
@@ -368,6 +398,9 @@ class Compiled(Mode):
         x, y, t = batch
         b = self.batch_size
         try:
+            if not self.spec.network.family and self.models > 1:
+                self.stack.grads(self.stack.params, x[:b], y[:b])  # gradients only: trains nothing
+                return
             if not self.spec.network.family:
                 saved = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
                 self._module_step(x[:b], y[:b])
@@ -382,7 +415,10 @@ class Compiled(Mode):
 
     def _module_step(self, x, y):
         self.opt.zero_grad(set_to_none=True)
-        self.criterion(self.cnet(x), y).backward()
+        if self.models > 1:
+            self.stack.backward(x, y)
+        else:
+            self.criterion(self.cnet(x), y).backward()
         self.opt.step()
 
     def step(self, batch):
@@ -400,7 +436,9 @@ class Compiled(Mode):
         return n
 
     def params(self):
-        return self.p if self.spec.network.family else nets.module_state(self.spec, self.net)
+        if self.spec.network.family:
+            return self.p
+        return self.stack.state() if self.models > 1 else nets.module_state(self.spec, self.net)
 
 
 class Amp(Module):
@@ -412,7 +450,7 @@ class Amp(Module):
         if not devices.is_cpu(self.device):
             # The fused SGD reads the scaler's overflow flag on the device; with the default one
             # GradScaler.step fetches it to the host (a sync every step).
-            self.opt = sgd(self.net, self.spec, fused=True)
+            self.opt = sgd(self.net.parameters(), self.spec, fused=True)
         self.dtype = devices.autocast_dtype(self.device, self.spec.training["amp_dtype"])
         self.scaler = torch.amp.GradScaler(self.kind, enabled=self.dtype == torch.float16)
 
@@ -456,10 +494,9 @@ class CudaGraph(Module):
         self.graph = capture(self.train_step, self.params())
 
     def train_step(self):
-        # set_to_none: inside the capture, backward allocates the gradients in the graph's pool.
-        self.opt.zero_grad(set_to_none=True)
-        self.criterion(self.net(self.sx), self.sy).backward()
-        self.opt.step()
+        # set_to_none (Module.train): inside the capture, backward allocates the gradients in the
+        # graph's pool.
+        self.train(self.sx, self.sy)
 
     def step(self, batch):
         x, y, _ = batch
@@ -469,13 +506,15 @@ class CudaGraph(Module):
 
 
 class Numpy(Mode):
-    """Hand-written forward/backward in NumPy float32, preallocated buffers, in-place SGD."""
+    """Hand-written forward/backward in NumPy float32, preallocated buffers, in-place SGD. K copies
+    at once: every array gains a first dimension of K and np.matmul multiplies them as a stack."""
 
     def __init__(self, *args):
         super().__init__(*args)
         self.np = {k: v.numpy() for k, v in self.p.items()}  # shares memory with self.p
-        b, sizes = self.batch_size, self.spec.network.sizes
-        e = lambda *shape: np.empty(shape, dtype=np.float32)  # noqa: E731
+        b, sizes, k = self.batch_size, self.spec.network.sizes, self.models
+        lead = (k,) if k > 1 else ()
+        e = lambda *shape: np.empty((*lead, *shape), dtype=np.float32)  # noqa: E731
         self.a = [e(b, w) for w in sizes[1:-1]]  # hidden activations
         self.d = [e(b, w) for w in sizes[1:]]  # every layer's delta
         self.h = [e(b, w) for w in sizes[1:-1]]  # sigmoid's derivative of each hidden layer
@@ -483,7 +522,10 @@ class Numpy(Mode):
         self.g = {k: np.empty_like(v) for k, v in self.np.items()}
         # Per layer: its weight, bias and their gradients (updated in place, so named once here).
         names = [(f"w{i}", f"b{i}") for i in range(1, len(sizes))]
-        self.layers = [(self.np[w], self.np[b], self.g[w], self.g[b]) for w, b in names]
+        # A copy's bias broadcast over the batch's rows ([K, 1, width] for K copies), its weight
+        # transposed as a view.
+        bias = (lambda v: v[:, None, :]) if k > 1 else (lambda v: v)  # noqa: E731
+        self.layers = [(self.np[w], bias(self.np[b]), self.g[w], self.g[b]) for w, b in names]
 
     def epoch(self, data, perm):
         x, t = data["x"][perm].numpy(), data["t"][perm].numpy()
@@ -494,32 +536,32 @@ class Numpy(Mode):
         layers, n, s, r = self.layers, x.shape[0], self.s, self.r
         acts = [x, *self.a]
         for (w, b, _, _), a_in, a in zip(layers, acts, self.a):
-            np.matmul(a_in, w.T, out=a)
+            np.matmul(a_in, w.swapaxes(-1, -2), out=a)
             a += b
             np.negative(a, out=a)
             np.exp(a, out=a)
             a += 1.0
             np.reciprocal(a, out=a)
         w, b, _, _ = layers[-1]
-        np.matmul(acts[-1], w.T, out=s)
+        np.matmul(acts[-1], w.swapaxes(-1, -2), out=s)
         s += b
-        s -= np.max(s, axis=1, keepdims=True, out=r)
+        s -= np.max(s, axis=-1, keepdims=True, out=r)
         np.exp(s, out=s)
-        s /= np.sum(s, axis=1, keepdims=True, out=r)
+        s /= np.sum(s, axis=-1, keepdims=True, out=r)
         d = self.d[-1]
         np.subtract(s, t, out=d)
         if self.loss == "cross_entropy":
             d /= n
         else:
             d *= 2.0 / n
-            np.sum(np.multiply(d, s, out=self.u), axis=1, keepdims=True, out=r)
+            np.sum(np.multiply(d, s, out=self.u), axis=-1, keepdims=True, out=r)
             d -= r
             d *= s
         for i in range(len(layers) - 1, -1, -1):
             w, _, gw, gb = layers[i]
             a = acts[i]
-            np.matmul(d.T, a, out=gw)
-            np.sum(d, axis=0, out=gb)
+            np.matmul(d.swapaxes(-1, -2), a, out=gw)  # the input x is shared: broadcast over copies
+            np.sum(d, axis=-2, out=gb)
             if i > 0:
                 h = self.h[i - 1]
                 np.subtract(1.0, a, out=h)

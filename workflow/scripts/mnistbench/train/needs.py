@@ -5,6 +5,11 @@ here?": the grid leaves out what it says no to, and lists it with the reason in 
 
 from mnistbench.config import catalog, networks
 
+
+class Unsupported(Exception):
+    """This mode cannot run on this device or torch build; recorded as status `unsupported`."""
+
+
 # What gives this machine what a mode needs (ModeInfo.needs): the fix where only that is missing.
 FIXES = {
     "compiler": "set CC to a working C compiler, or install one (gcc or clang)",
@@ -35,11 +40,12 @@ def lacking(mode: str) -> str | None:
     return f"{mode} {reason}" if reason else None
 
 
-def why_not(mode: str, device: str, s: networks.Spec | None = None) -> str | None:
-    """Why this device x network x mode cannot exist here (it is left out of the grid), or None.
-    Without a spec, only the device and the machine are asked."""
-    return catalog.unsupported(mode, device, s) or lacking(mode)
+def why_not(mode: str, device: str, s: networks.Spec | None = None, models_at_once: int = 1) -> str | None:
+    """Why this device x network x mode, training `models_at_once` copies at once, cannot exist
+    here (it is left out of the grid), or None. Without a spec, only the device and the machine
+    are asked."""
+    return catalog.unsupported(mode, device, s) or catalog.why_not_many(mode, models_at_once) or lacking(mode)
 
 
-def exists(mode: str, device: str, s: networks.Spec | None = None) -> bool:
-    return why_not(mode, device, s) is None
+def exists(mode: str, device: str, s: networks.Spec | None = None, models_at_once: int = 1) -> bool:
+    return why_not(mode, device, s, models_at_once) is None

@@ -264,12 +264,31 @@ def user_module(s: Spec, seed: int) -> nn.Module:
     return net
 
 
-def initial_state(s: Spec, seed: int) -> dict[str, torch.Tensor]:
+def initial_state(s: Spec, seed: int, models_at_once: int = 1) -> dict[str, torch.Tensor]:
     """What every mode of a repeat starts from: a family network's parameters, or a user's module's
-    state_dict (parameters and buffers), on the cpu."""
+    state_dict (parameters and buffers), on the cpu. K = models_at_once > 1: K copies, copy i
+    from seed + i, stacked along a new first dimension (copies() splits them again)."""
+    if models_at_once > 1:
+        each = [initial_state(s, seed + i) for i in range(models_at_once)]
+        return {k: torch.stack([c[k] for c in each]) for k in each[0]}
     if s.network.family:
         return init_params(s.network, s.init, seed)
     return {k: v.detach().clone() for k, v in user_module(s, seed).state_dict().items()}
+
+
+def copies(state: dict, models_at_once: int) -> list[dict]:
+    """The K states of K stacked copies (views), or [state] for one."""
+    if models_at_once == 1:
+        return [state]
+    return [{k: v[i] for k, v in state.items()} for i in range(models_at_once)]
+
+
+def state_names(s: Spec, net: nn.Module) -> dict:
+    """{a module parameter's name: its name in initial_state} of a module made by `module`."""
+    if not s.network.family:
+        return {k: k for k, _ in net.named_parameters()}
+    linears = [n for n, m in net.named_modules() if isinstance(m, nn.Linear)]
+    return {f"{n}.{w}": f"{w[0]}{i}" for i, n in enumerate(linears, 1) for w in ("weight", "bias")}
 
 
 def module(s: Spec, state: dict, device) -> nn.Module:
@@ -289,9 +308,16 @@ def module_state(s: Spec, net: nn.Module) -> dict:
 
 
 @torch.no_grad()
-def evaluate(s: Spec, state: dict, x: torch.Tensor, y: torch.Tensor, chunk: int = 8192):
-    """(mean loss, accuracy) over a data set, in chunks so large sets fit any device. A user's
-    module is evaluated in eval mode."""
+def evaluate(s: Spec, state: dict, x: torch.Tensor, y: torch.Tensor, models_at_once: int = 1):
+    """(mean loss, accuracy) over a data set; of K stacked copies, the mean of the copies' (each
+    evaluated alone)."""
+    each = [_evaluate(s, c, x, y) for c in copies(state, models_at_once)]
+    return sum(e[0] for e in each) / len(each), sum(e[1] for e in each) / len(each)
+
+
+def _evaluate(s: Spec, state: dict, x: torch.Tensor, y: torch.Tensor, chunk: int = 8192):
+    """(mean loss, accuracy) of one network over a data set, in chunks so large sets fit any
+    device. A user's module is evaluated in eval mode."""
     if s.network.family:
         fwd = lambda xs: forward(state, xs)  # noqa: E731
     else:

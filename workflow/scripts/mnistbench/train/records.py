@@ -10,8 +10,10 @@ from itertools import groupby
 from mnistbench import files
 
 # The columns of a row (and of runs.csv), in groups. host: where it ran; machine: the hardware
-# it had (env.machine), which the summary pools by; model: the network trained (a `models` entry).
-WHAT = ["host", "machine", "device", "device_name", "model", "mode", "batch_size", "repeat"]
+# it had (env.machine), which the summary pools by; model: the network trained (a `models` entry);
+# models_at_once: K, the copies of it trained together (samples_per_s is each copy's rate: K times
+# as many model-samples per second were trained).
+WHAT = ["host", "machine", "device", "device_name", "model", "mode", "batch_size", "models_at_once", "repeat"]
 # The network's size: FLOP per training sample (its arithmetic limit is that at the machine's
 # measured FMA rate), parameters, and a user's module file's sha256 (empty for the family).
 NETWORK = ["flop_per_sample", "parameters", "model_digest", "input_nonzero_share"]
@@ -64,10 +66,12 @@ PROVENANCE = ["loss", "init", "lr", "seed", "threads", "torch_version", "setting
 # Columns a runs.csv of an earlier version lacks: read as empty (dropped_samples as computed from
 # its sizes), so that such a file still merges and the reference machines still show.
 ADDED = ["dropped_samples", "step_time_all_steps_s", "step_time_all_blocks_s", "input_nonzero_share", "chance_accuracy"]
+ADDED += ["models_at_once"]  # read as 1: every earlier run trained one model
 COLUMNS = WHAT + NETWORK + OUTCOME + SIZES + TIMING + BLOCKS + LEARNING + MACHINE + PROVENANCE
 # Columns that hold numbers (another machine's runs.csv is checked against them).
 INTEGER = [
     "batch_size",
+    "models_at_once",
     "repeat",
     "flop_per_sample",
     "parameters",

@@ -44,13 +44,15 @@ def base_row(device: str, network: str, mode: str, batch_size: int, threads: int
     )
 
 
-def build(cfg: dict, s: networks.Spec, mode: str, device: str, batch_size: int, repeat: int = 0):
-    """The mode, training network and settings `s` from the repeat's initial weights; Unsupported
-    if the combination cannot exist here, nets.BadModel if a user's module cannot be trained."""
-    reason = why_not(mode, device, s)
+def build(cfg: dict, s: networks.Spec, mode: str, device: str, batch_size: int, repeat: int = 0, models_at_once=1):
+    """The mode, training network and settings `s` (K = models_at_once copies of it) from the
+    repeat's initial weights; Unsupported if the combination cannot exist here, nets.BadModel if a
+    user's module cannot be trained."""
+    reason = why_not(mode, device, s, models_at_once)
     if reason:
         raise Unsupported(reason)
-    return implementation(mode)(s, nets.initial_state(s, seed_of(cfg, repeat)), device, batch_size)
+    state = nets.initial_state(s, seed_of(cfg, repeat), models_at_once)
+    return implementation(mode)(s, state, device, batch_size, models_at_once)
 
 
 def setup(trainer, batch, device: str) -> float:

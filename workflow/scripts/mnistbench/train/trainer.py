@@ -55,10 +55,21 @@ KEPT = [
 ]
 
 
-def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size: int, repeat: int, log=print):
+def train(
+    cfg: dict,
+    data_path,
+    device: str,
+    network: str,
+    mode: str,
+    batch_size: int,
+    repeat: int,
+    models_at_once=1,
+    log=print,
+):
     """Returns (row, record): the CSV row, and the JSON record (environment, settings, per-epoch
     metrics, every attempt's evidence, the kept attempt's step times). `network` is a `models`
-    entry. Failures that belong in the results (oom, diverged, unsupported, a user's module that
+    entry; models_at_once (K) copies of it train together, and their losses and accuracies are
+    the means of the copies'. Failures that belong in the results (oom, diverged, unsupported, a user's module that
     cannot be trained) become the row's status; an absent device raises BenchError."""
     threads = runner.use_threads(cfg)
     devices.prepare(device)
@@ -70,6 +81,7 @@ def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size
     row.update(runner.base_row(device, network, mode, batch_size, threads))
     row.update(
         repeat=repeat,
+        models_at_once=models_at_once,
         epochs=cfg["epochs"],
         model_digest="" if s.network.family else s.network.digest,
         loss=s.loss,
@@ -82,7 +94,9 @@ def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size
     record = dict(environment=environment.describe(device, threads, cfg), settings=depends.settings(cfg), row=row)
     record.update(epochs=[], step_times_rle=[], attempts=[])
     try:
-        status, message = _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log)
+        status, message = _train(
+            cfg, data_path, device, s, mode, (batch_size, models_at_once), repeat, row, record, log
+        )
     except BenchError:
         raise  # the job's own failure (data, a missing tool): one line, no row
     except runner.recorded(s) as e:  # torch.OutOfMemoryError is a RuntimeError
@@ -92,7 +106,8 @@ def train(cfg: dict, data_path, device: str, network: str, mode: str, batch_size
     return row, record
 
 
-def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log):
+def _train(cfg, data_path, device, s, mode, sizes, repeat, row, record, log):
+    batch_size, k = sizes
     home = "cpu" if implementation(mode).host_data else device  # only `dataloader` keeps the data on the host
     tensors = load_tensors(data_path, home)
     n, n_test = cfg["train_samples"], cfg["test_samples"]
@@ -119,7 +134,7 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
     row.update(
         train_samples=n, dropped_samples=n % batch_size, steps=total, warmup_steps=warmup, timed_steps=total - warmup
     )
-    reason = why_not(mode, device, s)
+    reason = why_not(mode, device, s, k)
     if reason and reason == lacking(mode):
         # The grid held this run, so the machine had what its mode needs when it was planned (a
         # compiler that builds the kernel, Triton): a failed job, which a plain rerun redoes once
@@ -127,11 +142,12 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
         raise BenchError(f"{reason}: {FIXES[MODES[mode].needs]}")
     if reason:  # before a user's module is loaded: its row says why the combination cannot run
         raise Unsupported(reason)
-    initial = nets.initial_state(s, runner.seed_of(cfg, repeat))
-    row.update(flop_per_sample=nets.flop_per_sample(s), parameters=sum(v.numel() for v in initial.values()))
+    initial = nets.initial_state(s, runner.seed_of(cfg, repeat), k)
+    # One copy's size: a run of K copies trains K times as many parameters and FLOP per sample.
+    row.update(flop_per_sample=nets.flop_per_sample(s), parameters=sum(v.numel() for v in initial.values()) // k)
     if mode == "sparse":  # what it skips: the inputs that are the background value
         row["input_nonzero_share"] = nonzero_share(data["x"])
-    initial_loss, _ = nets.evaluate(s, initial, *evaluation)
+    initial_loss, _ = nets.evaluate(s, initial, *evaluation, k)
     row["initial_loss"] = initial_loss
 
     # Time the run; a noisy timing is made again (up to `retime` times, after the machine settled)
@@ -144,7 +160,7 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
             last = record["attempts"][-1]
             log(f"retiming (attempt {attempt}) after waiting {waited:.1f} s: the last timing was {last['quality']}")
         try:
-            a = _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log)
+            a = _attempt(cfg, data, test, device, s, mode, sizes, repeat, warmup, log)
         except (Unsupported, RuntimeError) as e:  # e.g. out of memory in a retime
             if kept is None:
                 raise
@@ -170,7 +186,7 @@ def _train(cfg, data_path, device, s, mode, batch_size, repeat, row, record, log
     if kept["status"] != "ok":
         return kept["status"], kept["message"]
 
-    final_loss, _ = nets.evaluate(s, kept["params"], *evaluation)
+    final_loss, _ = nets.evaluate(s, kept["params"], *evaluation, k)
     row["final_loss"] = final_loss
     chance = float(torch.bincount(test[1], minlength=10).max()) / len(test[1])
     wrong = went_wrong(initial_loss, final_loss, row["test_accuracy"], chance)
@@ -202,12 +218,13 @@ def went_wrong(initial_loss: float, final_loss: float, accuracy: float, chance: 
     return None
 
 
-def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) -> dict:
+def _attempt(cfg, data, test, device, s, mode, sizes, repeat, warmup, log) -> dict:
     """One timed training run from the repeat's initial weights: the row's timing fields, the
     evidence of what else ran, and the verdict."""
     n = len(data["x"])
     home = data["x"].device
-    trainer = runner.build(cfg, s, mode, device, batch_size, repeat)
+    batch_size, k = sizes
+    trainer = runner.build(cfg, s, mode, device, batch_size, repeat, k)
     out = dict(status="ok", message="")
 
     def order(epoch):
@@ -240,7 +257,7 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
             step_times += intervals
             epoch_times.append(epoch_s)
             cum += epoch_s
-            test_loss, acc = nets.evaluate(s, trainer.params(), *test)
+            test_loss, acc = nets.evaluate(s, trainer.params(), *test, k)
             epochs.append(dict(epoch=epoch, train_s=epoch_s, cum_train_s=cum, test_loss=test_loss, test_accuracy=acc))
             other = evidence["other_cores"]
             log(
@@ -257,7 +274,7 @@ def _attempt(cfg, data, test, device, s, mode, batch_size, repeat, warmup, log) 
         else:
             learned = _weights(trainer)
             cum = _extra_epochs(cfg, trainer, data, order, clock, monitor, step_times, epoch_times, cum, log)
-            last_loss, _ = nets.evaluate(s, trainer.params(), *test)
+            last_loss, _ = nets.evaluate(s, trainer.params(), *test, k)
             if not math.isfinite(last_loss):
                 out.update(
                     status="diverged",
@@ -390,6 +407,7 @@ def main(argv=None):
     p.add_argument("--mode", default="module", choices=list(MODES))
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeat", type=int, default=0)
+    p.add_argument("--models-at-once", type=int, default=1, help="K: copies of the network trained together")
     p.add_argument("--out", default="run.csv")
     options(p)
     a = vars(p.parse_args(argv))
@@ -401,7 +419,9 @@ def main(argv=None):
             node = node[part]
         node[leaf] = a[key]
     try:
-        row, record = train(cfg, a["data"], a["device"], a["network"], a["mode"], a["batch_size"], a["repeat"])
+        row, record = train(
+            cfg, a["data"], a["device"], a["network"], a["mode"], a["batch_size"], a["repeat"], a["models_at_once"]
+        )
     except BenchError as e:
         sys.exit(f"error: {e}")
     records.write_outputs(row, record, a["out"], Path(a["out"]).with_suffix(".json"))

@@ -56,7 +56,7 @@ SOCKETS = "results/.trainer/r{repeat}.sock"  # relative to the workflow's workin
 PACKAGE = Path(__file__).resolve().parents[1]
 # What a request holds: train.train's arguments and the job's log; a profile job's request
 # (kind "profile") holds profiling.profile_device's instead.
-REQUEST = {"cfg", "data_path", "device", "network", "mode", "batch_size", "repeat", "log_path"}
+REQUEST = {"cfg", "data_path", "device", "network", "mode", "batch_size", "repeat", "models_at_once", "log_path"}
 PROFILE_REQUEST = {"kind", "cfg", "data_path", "device", "networks", "modes", "batch_sizes", "log_path"}
 
 
@@ -339,7 +339,7 @@ def check_request(req: dict, validator) -> str | None:
     else:
         if req["mode"] not in MODES:
             return f"unknown mode {req['mode']!r}"
-        for key, least in (("batch_size", 1), ("repeat", 0)):
+        for key, least in (("batch_size", 1), ("repeat", 0), ("models_at_once", 1)):
             if type(req[key]) is not int or req[key] < least:
                 return f"{key} {req[key]!r} is not an integer >= {least}"
     e = jsonschema.exceptions.best_match(validator.iter_errors(req["cfg"]))

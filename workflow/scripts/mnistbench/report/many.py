@@ -1,0 +1,138 @@
+"""Many models at once (`models_at_once`, K): the remedy when one small network leaves a device
+idle. The table and the facts of the runs that trained K copies together, beside the same modes
+training one (K = 1); every other table of the report compares runs of one model at a time.
+
+The table `many`, per place x device x network x mode x batch size x K, with 95 % intervals from
+the replicates of each combination's median step time (collect/uncertainty.py):
+- samples_per_s: each copy's rate (batch size over the median step time), model_samples_per_s:
+  all K copies' (K times it);
+- over_one: model_samples_per_s over the same mode's samples/s at K = 1 (what training the K
+  copies one after another with that mode would give);
+- over_best_one: model_samples_per_s over the samples/s of its device's fastest mode at K = 1 (the
+  best that training them one after another can do there, `best_one` that mode);
+- over_cpu_best: model_samples_per_s over the cpu's best mode's at the same K; `best`: the fastest
+  mode of its device there.
+"""
+
+import numpy as np
+import pandas as pd
+
+from mnistbench.collect import uncertainty
+from mnistbench.collect.aggregate import usable
+from mnistbench.config.devices import CPU, cpu_first
+from mnistbench.report.numbers import at
+from mnistbench.report.tables import NAN, PLACE_KEYS, add_interval_columns, by_size, placed
+
+KEYS = [*PLACE_KEYS, "models_at_once"]
+COLUMNS = [*KEYS, "step_time_median_s", "samples_per_s", "model_samples_per_s", "over_one", "best_one", "over_best_one"]
+COLUMNS += ["over_cpu_best", "best"]
+
+
+def one_at_a_time(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that trained one model (K = 1): what every other table of the report compares."""
+    if "models_at_once" not in runs.columns:
+        return runs
+    return runs[pd.to_numeric(runs["models_at_once"], errors="coerce").fillna(1) == 1]
+
+
+def table(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
+    """The `many` table of every usable run (see the module's docstring); empty where no run
+    trained more than one model at once."""
+    ok = usable(placed(runs), use)
+    if "models_at_once" not in ok.columns or not (pd.to_numeric(ok["models_at_once"]) > 1).any():
+        return pd.DataFrame(columns=COLUMNS)
+    ok = ok.assign(models_at_once=pd.to_numeric(ok["models_at_once"]).astype(int))
+    drawn = uncertainty.replicates(ok, KEYS, stream="many")
+    point = ok.groupby(KEYS)["step_time_median_s"].median()
+    rows, reps = [], {}
+    for key, step in point.items():
+        b, k = key[KEYS.index("batch_size")], key[KEYS.index("models_at_once")]
+        reps[key] = b * k / (uncertainty.medians(drawn[key]) if key in drawn else NAN)
+        rows.append(
+            dict(zip(KEYS, key), step_time_median_s=step, samples_per_s=b / step, model_samples_per_s=b * k / step)
+        )
+    out = pd.DataFrame(rows)
+    add_interval_columns(out, "model_samples_per_s", [reps[tuple(r[KEYS])] for _, r in out.iterrows()])
+    out["samples_per_s_lo"] = out["model_samples_per_s_lo"] / out["models_at_once"]
+    out["samples_per_s_hi"] = out["model_samples_per_s_hi"] / out["models_at_once"]
+    index = {tuple(r[KEYS]): r for _, r in out.iterrows()}
+
+    def ratio_to(other, r) -> tuple:
+        """(point, replicates) of a row's model-samples/s over another combination's."""
+        if other not in index:
+            return np.nan, NAN
+        return r["model_samples_per_s"] / index[other]["model_samples_per_s"], reps[tuple(r[KEYS])] / reps[other]
+
+    over_one, over_best, over_cpu = [], [], []
+    where = [c for c in KEYS if c not in ("device", "mode")]
+    fastest = out.loc[out.groupby(["device", *where])["model_samples_per_s"].idxmax()]
+    cpu_best = {tuple(r[where]): tuple(r[KEYS]) for _, r in fastest[fastest["device"] == CPU].iterrows()}
+    ones = fastest[fastest["models_at_once"] == 1]
+    best_one = {tuple(r[["place", "device", "model", "batch_size"]]): tuple(r[KEYS]) for _, r in ones.iterrows()}
+    out["best_one"] = ""
+    for i, r in out.iterrows():
+        one = tuple(r[KEYS[:-1]]) + (1,)
+        over_one.append(ratio_to(one, r))
+        top = best_one.get(tuple(r[["place", "device", "model", "batch_size"]]))
+        out.loc[i, "best_one"] = top[KEYS.index("mode")] if top else ""
+        over_best.append(ratio_to(top, r))
+        over_cpu.append(ratio_to(cpu_best.get(tuple(r[where])), r))
+    for name, pairs in (("over_one", over_one), ("over_best_one", over_best), ("over_cpu_best", over_cpu)):
+        out[name] = [p for p, _ in pairs]
+        add_interval_columns(out, name, [r for _, r in pairs])
+    out["best"] = out.index.isin(fastest.index)
+    order = {m: i for i, m in enumerate(by_size(runs))}
+    out = out.sort_values(["place", "model", "batch_size", "models_at_once", "device", "mode"], ignore_index=True)
+    out = out.sort_values("model", key=lambda s: s.map(order), kind="stable", ignore_index=True)
+    return out[[c for c in out.columns if c in COLUMNS or c.endswith(("_lo", "_hi"))]]
+
+
+def ratio(r, column: str) -> dict:
+    """A factor of the table with its interval, and whether that interval holds 1 (the same
+    within noise), as facts.j2's `ratio` macro says it."""
+    lo, hi = r.get(f"{column}_lo"), r.get(f"{column}_hi")
+    return dict(speedup=at(r, column), same=bool(pd.notna(lo) and lo <= 1 <= hi))
+
+
+def facts(m: pd.DataFrame) -> list[dict]:
+    """One fact per place and network: at the smallest batch size and the largest K, the cpu's
+    best mode (its model-samples/s and its gain over one at a time), and for each accelerator the
+    smallest K from which its best mode beats the cpu's best (the interval above 1) or that it
+    never does; where no accelerator ran, that it did not."""
+    out = []
+    if m.empty:
+        return out
+    for (place, model), g in m.groupby(["place", "model"], sort=False):
+        b = g["batch_size"].min()
+        g = g[g["batch_size"] == b]
+        k = g["models_at_once"].max()
+        top = g[g["best"].astype(bool) & (g["models_at_once"] == k)]
+        cpu = top[top["device"] == CPU]
+        fact = dict(kind="many_network", place=place, network=model, batch=int(b), k=int(k), cpu=None, devices=[])
+        if len(cpu):
+            r = cpu.iloc[0]
+            fact["cpu"] = dict(
+                mode=r["mode"],
+                rate=at(r, "model_samples_per_s"),
+                over_one=ratio(r, "over_one"),
+                best_one=r["best_one"] if isinstance(r["best_one"], str) else "",
+                over_best_one=ratio(r, "over_best_one"),
+            )
+        for device in [d for d in cpu_first(g["device"]) if d != CPU]:
+            best = g[(g["device"] == device) & g["best"].astype(bool)].sort_values("models_at_once")
+            # Above 1 with its interval; with one run per combination (no interval), its point.
+            lo = best["over_cpu_best_lo"].fillna(best["over_cpu_best"])
+            wins = best[lo > 1]
+            first = wins.iloc[0] if len(wins) else best.iloc[-1]
+            fact["devices"].append(
+                dict(
+                    device=device,
+                    wins=bool(len(wins)),
+                    k=int(first["models_at_once"]),
+                    mode=first["mode"],
+                    over=ratio(first, "over_cpu_best"),
+                    largest=int(best["models_at_once"].max()),
+                )
+            )
+        out.append(fact)
+    return out
