@@ -231,13 +231,26 @@ def sgd(params, s: networks.Spec, fused: bool = False) -> torch.optim.SGD:
 
 
 class SoftmaxMSELoss(nn.Module):
-    """The beginner's loss as a module: squared error of softmax vs one-hot, summed over classes."""
+    """The beginner's loss as a module: squared error of softmax vs one-hot, summed over classes
+    (`stacked`: for K copies under vmap, which runs an in-place scatter_ copy by copy)."""
+
+    def __init__(self, stacked: bool = False):
+        super().__init__()
+        self.stacked = stacked
 
     def forward(self, z, y):
-        # A comparison rather than F.one_hot: no device->host sync, so it can live in a CUDA graph,
-        # and no in-place write, which vmap (K copies at once) would run copy by copy.
-        t = (y.unsqueeze(1) == torch.arange(z.shape[-1], device=z.device)).to(z.dtype)
+        # Not F.one_hot: no device->host sync, so it can live in a CUDA graph. One model keeps
+        # scatter_ (a comparison cost it 5 % of a batch-1 step, measured).
+        if self.stacked:
+            t = (y.unsqueeze(1) == torch.arange(z.shape[-1], device=z.device)).to(z.dtype)
+        else:
+            t = torch.zeros_like(z).scatter_(1, y.unsqueeze(1), 1.0)
         return (torch.softmax(z, dim=1) - t).square().sum(1).mean()
+
+
+def criterion(loss: str, models_at_once: int) -> nn.Module:
+    """The loss module of the modes that train an nn.Module, built here only."""
+    return nn.CrossEntropyLoss() if loss == "cross_entropy" else SoftmaxMSELoss(stacked=models_at_once > 1)
 
 
 class Module(Mode):
@@ -247,7 +260,7 @@ class Module(Mode):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
+        self.criterion = criterion(self.loss, self.models)
         if self.models > 1:
             self.stack = Stacked(self.spec, self.p, self.device, self.criterion, self.models)
             self.opt = sgd(self.stack.params.values(), self.spec)
@@ -312,11 +325,9 @@ def _sgd_step_one(p, x, t, loss, lr):
 
 def _compile_afresh() -> None:
     # Each mode object compiles its own graphs from an empty in-memory state: torch.compile's
-    # recompile limit (8) counts across every earlier compile of the same function in the
-    # process, which a process that builds many runs (the profile job over several networks and
-    # batch sizes, a warm worker) would pass, and a run's setup time would depend on what ran
-    # before it. Inductor's disk cache stays, so a second run of a graph pays a warm-cache
-    # compile, as a user's second run does.
+    # recompile limit (8) counts every earlier compile of the same function in the process, which
+    # a process of many runs (the profile job, a warm worker) would pass, and a setup time would
+    # depend on what ran before. Inductor's disk cache stays: a second run compiles warm.
     torch.compiler.reset()
     # Inductor generates C++ for the vector ISA that ATEN_CPU_CAPABILITY allows, but its disk cache
     # does not tell code generated under one capability from another's: a process under `avx2`
@@ -359,7 +370,7 @@ class Compiled(Mode):
     def __init__(self, *args):
         super().__init__(*args)
         if not self.spec.network.family:
-            self.criterion = nn.CrossEntropyLoss() if self.loss == "cross_entropy" else SoftmaxMSELoss()
+            self.criterion = criterion(self.loss, self.models)
             _compile_afresh()
             if self.models > 1:  # the copies' gradients in one compiled call (vmap of grad)
                 self.stack = Stacked(self.spec, self.p, self.device, self.criterion, self.models)
