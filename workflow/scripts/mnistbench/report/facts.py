@@ -19,8 +19,8 @@ from mnistbench.config.devices import CPU, cpu_first, kind
 from mnistbench.measure.machines import by_name, natural
 from mnistbench.measure.slowed import SLOWED
 from mnistbench.report import many, pages
-from mnistbench.report.numbers import at, num
-from mnistbench.report.pages import ratio
+from mnistbench.report.numbers import at, num, ratio
+from mnistbench.report.pages import combination
 from mnistbench.report.tables import own, yes
 
 MAX_HEADLINE = 10  # bullets of a headline across machines, however many machines
@@ -362,16 +362,7 @@ def slowed(ok: pd.DataFrame, place) -> list[dict]:
     if judged.empty:
         return out
     differ = judged[judged["all_steps_differ"].astype(bool)]
-    named = [
-        dict(
-            device=r["device"],
-            network=r["model"],
-            mode=r["mode"],
-            batch=int(r["batch_size"]),
-            ratio=at(r, "kept_over_all"),
-        )
-        for r in differ.head(MAX_NAMED).to_dict("records")
-    ]
+    named = [combination(r, ratio=at(r, "kept_over_all")) for r in differ.head(MAX_NAMED).to_dict("records")]
     return out + [dict(kind="all_steps", place=place, judged=len(judged), n=len(differ), named=named)]
 
 
@@ -379,28 +370,17 @@ def speedups(spd: pd.DataFrame) -> list[dict]:
     """The largest and the smallest accelerator-over-cpu speedup, the pairs that are the same
     within noise, and the best mode over the reference mode."""
     out = []
-    row = lambda r: dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]), **ratio(r))  # noqa: E731
     hs = spd[spd["kind"] == "device"]
     if len(hs):
-        out.append(
-            dict(
-                kind="speedup_extremes", hi=row(hs.loc[hs["speedup"].idxmax()]), lo=row(hs.loc[hs["speedup"].idxmin()])
-            )
-        )
-        same = hs[hs["same_within_noise"].map(yes)]
-        if len(same):
-            out.append(
-                dict(
-                    kind="same_within_noise",
-                    n=len(same),
-                    total=len(hs),
-                    pairs=[row(r) for r in same.to_dict("records")],
-                )
-            )
+        hi, lo = hs.loc[hs["speedup"].idxmax()], hs.loc[hs["speedup"].idxmin()]
+        out.append(dict(kind="speedup_extremes", hi=combination(hi, **ratio(hi)), lo=combination(lo, **ratio(lo))))
+        same = [combination(r, **ratio(r)) for r in hs[hs["same_within_noise"].map(yes)].to_dict("records")]
+        if same:
+            out.append(dict(kind="same_within_noise", n=len(same), total=len(hs), pairs=same))
     hm = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
     if len(hm):
         hi = hm.loc[hm["speedup"].idxmax()]
-        out.append(dict(kind="best_mode", baseline=hi["baseline_mode"], **row(hi)))
+        out.append(dict(kind="best_mode", baseline=hi["baseline_mode"], **combination(hi, **ratio(hi))))
     return out
 
 

@@ -9,13 +9,13 @@ import math
 import pandas as pd
 
 from mnistbench.collect.aggregate import succeeded
-from mnistbench.report.numbers import at
-from mnistbench.report.tables import own, yes
+from mnistbench.report.numbers import at, ratio
+from mnistbench.report.tables import own
 
 
-def ratio(r) -> dict:
-    """A speedup row: its factor with the interval, and whether it is the same within noise."""
-    return dict(speedup=at(r, "speedup"), same=yes(r.get("same_within_noise")))
+def combination(r, **more) -> dict:
+    """A table row's device, network, mode and batch size as a fact names them."""
+    return dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]), **more)
 
 
 def batch_gain(runs: pd.DataFrame, rates: pd.DataFrame) -> list[dict]:
@@ -43,18 +43,15 @@ def batch_gain(runs: pd.DataFrame, rates: pd.DataFrame) -> list[dict]:
 def speedup_range(spd: pd.DataFrame) -> list[dict]:
     """The range of accelerator-over-cpu speedups of this run; without an accelerator, the best
     mode over the reference mode on the cpu (what the speedup figure then shows)."""
-    row = lambda r: dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]), **ratio(r))  # noqa: E731
-    dev = own(spd)[own(spd)["kind"] == "device"]
+    spd = own(spd)
+    dev = spd[spd["kind"] == "device"]
     if len(dev):
-        return [
-            dict(
-                kind="speedup_range", lo=row(dev.loc[dev["speedup"].idxmin()]), hi=row(dev.loc[dev["speedup"].idxmax()])
-            )
-        ]
-    lad = own(spd)[(own(spd)["kind"] == "mode") & (own(spd)["mode"] != own(spd)["baseline_mode"])]
+        lo, hi = dev.loc[dev["speedup"].idxmin()], dev.loc[dev["speedup"].idxmax()]
+        return [dict(kind="speedup_range", lo=combination(lo, **ratio(lo)), hi=combination(hi, **ratio(hi)))]
+    lad = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
     if len(lad):
         hi = lad.loc[lad["speedup"].idxmax()]
-        return [dict(kind="speedup_cpu_only", baseline=hi["baseline_mode"], **row(hi))]
+        return [dict(kind="speedup_cpu_only", baseline=hi["baseline_mode"], **combination(hi, **ratio(hi)))]
     return []
 
 
