@@ -29,6 +29,7 @@ from mnistbench.report.look import (
     PHASE_COLOR,
     PHASES,
     device_color,
+    error_bars,
     grid,
     ladder_order,
     log_ticks,
@@ -101,7 +102,7 @@ def ladder(lad: pd.DataFrame, title: str = default("ladder")) -> object:
                 ax.bar_label(
                     bars, labels=[times(v) if np.isfinite(v) else "" for v in d["over_seed"]], fontsize=7, padding=2
                 )
-                whiskers(ax, pos, d)
+                error_bars(ax, pos, d["samples_per_s"], d["samples_per_s_lo"], d["samples_per_s_hi"])
             lim = pd.to_numeric(
                 p[p["device"] == CPU].get("limit_samples_per_s", pd.Series(dtype=float)), "coerce"
             ).dropna()
@@ -120,18 +121,6 @@ def ladder(lad: pd.DataFrame, title: str = default("ladder")) -> object:
             if len(devices) > 1 or len(lim):
                 ax.legend(title=None, fontsize=8, loc="upper left")
     return titled(fig, title)
-
-
-def whiskers(ax, pos, d: pd.DataFrame) -> None:
-    """The 95 % interval of each bar's median as a black whisker; a bar without one (one usable
-    run) gets none."""
-    have = d["samples_per_s_lo"].notna() & d["samples_per_s_hi"].notna()
-    if not have.any():
-        return
-    y = d["samples_per_s"][have]
-    err = np.array([(y - d["samples_per_s_lo"][have]).clip(lower=0), (d["samples_per_s_hi"][have] - y).clip(lower=0)])
-    bars = ax.errorbar([q for q, h in zip(pos, have) if h], y, yerr=err, fmt="none", ecolor="black", elinewidth=1.2)
-    bars.lines[2][0].set_gid("interval")
 
 
 @draws
@@ -316,10 +305,7 @@ def cost(fits: pd.DataFrame, title: str = default("cost")) -> object:
             ax.plot(g["flop_per_sample"], g["b_us"], marker=traits(device).marker, color=colour, label=label)[
                 0
             ].set_gid(f"{device}|{mode}")
-            if g["b_us_lo"].notna().any():
-                err = np.array([(g["b_us"] - g["b_us_lo"]).clip(lower=0), (g["b_us_hi"] - g["b_us"]).clip(lower=0)])
-                bars = ax.errorbar(g["flop_per_sample"], g["b_us"], yerr=err, fmt="none", ecolor=colour, elinewidth=1)
-                bars.lines[2][0].set_gid("interval")
+            error_bars(ax, g["flop_per_sample"], g["b_us"], g["b_us_lo"], g["b_us_hi"], colour, 1)
         lim = h[(h["device"] == CPU) & h["limit_us"].notna()].drop_duplicates("model")
         if len(lim):
             ax.plot(lim["flop_per_sample"], lim["limit_us"], ls="--", color="black", lw=1,
@@ -503,12 +489,8 @@ def many(m: pd.DataFrame, title: str = default("many")) -> object:
             colour = MODE_COLOR.get(mode, "grey")
             ax.plot(g["models_at_once"], g["model_samples_per_s"], ls=styles[b], marker=MODE_MARKER.get(mode, "o"),
                     color=colour, label=f"{mode}, batch {b}")[0].set_gid(f"{device}|{mode}|{b}")  # fmt: skip
-            if g["model_samples_per_s_lo"].notna().any():
-                y = g["model_samples_per_s"]
-                err = np.array(
-                    [(y - g["model_samples_per_s_lo"]).clip(lower=0), (g["model_samples_per_s_hi"] - y).clip(lower=0)]
-                )
-                ax.errorbar(g["models_at_once"], y, yerr=err, fmt="none", ecolor=colour, elinewidth=1)
+            y, lo, hi = (g[f"model_samples_per_s{end}"] for end in ("", "_lo", "_hi"))
+            error_bars(ax, g["models_at_once"], y, lo, hi, colour, 1)
         ax.set(xscale="log", yscale="log", xlabel="models at once (K)", ylabel="model-samples/s (95 % interval)")
         log_ticks(ax, "x", ticks=m["models_at_once"])
         log_ticks(ax, "y")
