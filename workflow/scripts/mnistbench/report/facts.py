@@ -2,10 +2,6 @@
 (JSON, so the figures rule reads the same facts as the words), each with a `kind` that names the
 one template macro that phrases it (templates/facts.j2) and its numbers with their intervals
 (numbers.num). summary.md, the report's pages and the figures' titles all say these, nothing else.
-
-`collect(tables, cfg)` gives {"headline", "per_network", "overview", "ranking", "places" (each
-place's own headline, networks and findings), "references", "notes", "set_aside", "disagreeing",
-"pages" (the facts beside each figure), "config"}.
 """
 
 import math

@@ -1,7 +1,6 @@
-"""The facts beside each figure of the report, its page (templates/pages.rst.j2): how much a larger
-batch buys, the range of speedups, how the cost per sample grows with the network, where a profiled
-step's time goes, the most ops per step, the copies, time to accuracy. The first fact of a page
-titles its figure (words.title). Facts as in facts.py: plain dicts whose `kind` names their macro.
+"""The facts beside each figure of the report, its page (templates/pages.rst.j2); the first fact of
+a page titles its figure (words.title). Facts as in facts.py: plain dicts whose `kind` names their
+macro.
 """
 
 import math

@@ -1,21 +1,13 @@
 """The tables every comparison of the report rests on, computed from the summary tables (pandas +
-numpy): numbers with their 95 % intervals, no words (facts.py says which of them the report states).
+numpy): numbers with their 95 % intervals, no words (facts.py says which of them the report states):
+the fits, the crossovers, the speedups, the map and the ladder (the copies and the DataLoader are
+copies.py's).
 
 Every table is per place (measure/machines.py: a machine, or an accelerator beside the cpu it is
 compared with) and per network (the `model` column). Only usable runs count (status ok and a
-timing verdict in `quality.use`):
-- fits: step time = a + b * batch_size per place x device x network x mode (collect/uncertainty.py's
-  fit_line). a is the fixed cost of a step (Python, dispatch, kernel launches, syncs), b the cost of
-  one more sample; beside b, the network's FLOP per sample and, on the cpu, its arithmetic limit.
-- crossover: the batch size from which each accelerator beats the cpu, per mode, from the fits.
-- speedup: each accelerator over the cpu (same mode), each mode over a reference mode, and each
-  accelerator's best mode over the cpu's best.
-- map: per network and batch size, each device's best mode, the best accelerator mode over the best
-  cpu mode and the batch size from which it wins.
-- ladder: every mode's samples/s at the smallest and the largest batch size, over the beginner's.
-The copies and the DataLoader are copies.py's. Each derived number is computed again on every
-replicate of the medians it is made of (collect/uncertainty.py); a ratio whose interval contains 1
-is `same_within_noise`.
+timing verdict in `quality.use`). Each derived number is computed again on every replicate of the
+medians it is made of (collect/uncertainty.py); a ratio whose interval contains 1 is
+`same_within_noise`.
 """
 
 import math
@@ -142,8 +134,9 @@ def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) ->
 
 
 def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: dict | None = None) -> pd.DataFrame:
-    """Per place x device x network x mode: a (µs per step), b (µs per sample), their intervals and
-    the fit's quality; `trusted` says whether a sentence may quote it. Beside b, the network's FLOP
+    """Per place x device x network x mode, step time = a + b · batch size (collect/uncertainty.py's
+    fit_line): a (µs, the fixed cost of a step: Python, dispatch, kernel launches, syncs), b (µs,
+    the cost of one more sample), their intervals and the fit's quality; `trusted` says whether a sentence may quote it. Beside b, the network's FLOP
     per sample and, on the cpu, its arithmetic limit on one core (`limit_us`, at the place's
     measured FMA rate, `gflops`: {place: GFLOP/s}). Combinations without a usable run get a row
     with a note, not a fit."""
