@@ -74,9 +74,8 @@ def dots(ax, p: pd.DataFrame, value: str, larger_is_faster: bool = True) -> str:
         if g.empty:
             continue
         ys, c = g[col].map(y).to_numpy(), MODE_COLOR[mode]
-        ax.scatter(g[value], ys, color=c, marker=MODE_MARKER[mode], s=22, label=mode, zorder=3).set_gid(
-            f"machines|{mode}"
-        )
+        points = ax.scatter(g[value], ys, color=c, marker=MODE_MARKER[mode], s=22, label=mode, zorder=3)
+        points.set_gid(f"machines|{mode}")
         lo, hi = f"{value}_lo", f"{value}_hi"
         if {lo, hi} <= set(g.columns) and g[lo].notna().any():
             have = (g[lo].notna() & g[hi].notna()).to_numpy()
@@ -147,9 +146,8 @@ def speedup(data: pd.DataFrame, what: str):
         p = data[(data["device"] == device) & (data["model"] == model)]
         table = p.pivot_table(index="place", columns="batch_size", values="speedup", aggfunc="max")
         order, note = fastest_first(table[table.columns[-1]])
-        speedup_cells(
-            ax, table.reindex(order), "log2 speedup of the best mode (blue: faster)", annot_kws={"fontsize": 7}
-        )
+        scale = "log2 speedup of the best mode (blue: faster)"
+        speedup_cells(ax, table.reindex(order), scale, annot_kws={"fontsize": 7})
         ax.set_yticks(np.arange(len(order)) + 0.5, [place_label(p, h) for h in order], rotation=0, fontsize=8)
         label = f"{device} {what}" if what else f"best mode over {p['baseline_mode'].iloc[0]}, {device}"
         ax.set_title(named(label, model, models) + note, fontsize=10)
@@ -209,9 +207,8 @@ def cost(f: pd.DataFrame):
             names = {h: place_label(p, h) for h in lim["place"]}
             lim = lim[lim["place"].map(names).isin(at) & lim["limit_us"].notna()]
             ys = [at[names[h]] for h in lim["place"]]
-            ax.scatter(
-                lim["limit_us"], ys, marker="|", color="black", s=80, label="arithmetic limit, one cpu core"
-            ).set_gid("limit")
+            label = "arithmetic limit, one cpu core"
+            ax.scatter(lim["limit_us"], ys, marker="|", color="black", s=80, label=label).set_gid("limit")
         ax.set(xlabel="cost per sample b (µs, 95 % interval)", ylabel="machine (cheapest first)")
         ax.set_title(f"cost per sample, {device}, {model}{note}", fontsize=10)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)

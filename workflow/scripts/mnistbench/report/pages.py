@@ -67,11 +67,8 @@ def cost_growth(fit: pd.DataFrame) -> list[dict]:
         ends = [dict(network=r["model"], flop=r["flop_per_sample"], b=at(r, "b_us")) for r in (lo, hi)]
         grew = hi["b_us"] / lo["b_us"] if lo["b_us"] > 0 else math.nan
         more = hi["flop_per_sample"] / lo["flop_per_sample"]
-        out.append(
-            dict(
-                kind="cost_growth", place=place, device=device, mode=mode, lo=ends[0], hi=ends[1], grew=grew, more=more
-            )
-        )
+        fact = dict(kind="cost_growth", place=place, device=device, mode=mode, lo=ends[0], hi=ends[1])
+        out.append(dict(fact, grew=grew, more=more))
     return out
 
 
