@@ -1,8 +1,5 @@
 """What moving data costs, computed from the preload's copy timings and the runs (pandas + numpy):
-- bandwidth: per host x device x memory, copy time = latency + bytes / bandwidth (the robust fit
-  of collect/uncertainty.py) and the bandwidth of the largest copy, pinned over pageable;
-- dataloader: what feeding batches through a DataLoader from host memory costs next to `module`
-  (the same network fed from tensors already on the device), with the copy's predicted share.
+the bandwidth of each copy, and what feeding batches through a DataLoader costs next to `module`.
 """
 
 import math
@@ -18,8 +15,8 @@ BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader
 
 
 def bandwidth(transfer: pd.DataFrame) -> pd.DataFrame:
-    """Per host x device x memory: copy time = latency + bytes / bandwidth, and the bandwidth
-    measured on the largest copy."""
+    """Per host x device x memory: copy time = latency + bytes / bandwidth (the robust fit of
+    collect/uncertainty.py), the bandwidth measured on the largest copy, pinned over pageable."""
     cols = ["host", "device", "memory", "latency_us", "fit_gb_per_s", "largest_bytes", "largest_gb_per_s"]
     cols += ["pinned_over_pageable", "note"]
     rows = []
@@ -56,8 +53,9 @@ def copy_seconds(bw: pd.DataFrame, host, device, nbytes) -> float:
 
 
 def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("ok",), reps=None) -> pd.DataFrame:
-    """What the DataLoader path costs per step next to `module`, per place x device x network x
-    batch size (a place's copies are its host's: the preload times them per host).
+    """What the DataLoader path costs per step next to `module` (the same network fed from tensors
+    already on the device), per place x device x network x batch size (a place's copies are its
+    host's: the preload times them per host).
 
     extra_share: (dataloader step - module step) / dataloader step, from the timed runs, with its
     interval over the replicates of both medians. copy_share: the host->device copy alone

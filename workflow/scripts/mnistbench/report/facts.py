@@ -2,10 +2,6 @@
 (JSON, so the figures rule reads the same facts as the words), each with a `kind` that names the
 one template macro that phrases it (templates/facts.j2) and its numbers with their intervals
 (numbers.num). summary.md, the report's pages and the figures' titles all say these, nothing else.
-
-`collect(tables, cfg)` gives {"headline", "per_network", "overview", "ranking", "places" (each
-place's own headline, networks and findings), "references", "notes", "set_aside", "disagreeing",
-"pages" (the facts beside each figure), "config"}.
 """
 
 import math
@@ -19,8 +15,8 @@ from mnistbench.config.devices import CPU, cpu_first, kind
 from mnistbench.measure.machines import by_name, natural
 from mnistbench.measure.slowed import SLOWED
 from mnistbench.report import many, pages
-from mnistbench.report.numbers import at, num
-from mnistbench.report.pages import ratio
+from mnistbench.report.numbers import at, num, ratio
+from mnistbench.report.pages import combination
 from mnistbench.report.tables import own, yes
 
 MAX_HEADLINE = 10  # bullets of a headline across machines, however many machines
@@ -276,17 +272,13 @@ def per_network(m: pd.DataFrame, place) -> list[dict]:
             fact = dict(kind="network_accelerator", device=device, verdict=r["verdict"], wins_from=at(r, "wins_from"))
             fact.update(largest=int(d["batch_size"].max()))
             if top is not None:
-                fact.update(
-                    top=dict(batch=int(top["batch_size"]), mode=top["best_mode"], cpu_mode=top["cpu_best_mode"])
-                )
+                fact["top"] = dict(batch=int(top["batch_size"]), mode=top["best_mode"], cpu_mode=top["cpu_best_mode"])
                 fact["top"]["over"] = at(top, "over_cpu_best")
             out.append(dict(fact, **where))
         c = g[g["device"] == CPU].sort_values("batch_size")
         if not accelerators and len(c):
-            lo, hi = c.iloc[0], c.iloc[-1]
-            ends = [
-                dict(batch=int(r["batch_size"]), mode=r["best_mode"], rate=at(r, "samples_per_s")) for r in (lo, hi)
-            ]
+            end = lambda r: dict(batch=int(r["batch_size"]), mode=r["best_mode"], rate=at(r, "samples_per_s"))  # noqa: E731
+            ends = [end(c.iloc[0]), end(c.iloc[-1])]
             out.append(dict(kind="network_cpu_only", small=ends[0], large=ends[1] if len(c) > 1 else None, **where))
     return out
 
@@ -303,16 +295,16 @@ def findings(tables: dict, place) -> list[dict]:
     here = runs[runs["place"] == place]
     for model in networks_of(fit[fit["place"] == place]):
         for device in cpu_first(here[here["model"] == model]["device"]):
-            out += fixed_cost(
-                trusted[(trusted["device"] == device) & (trusted["model"] == model)], place, device, model
-            )
+            f = trusted[(trusted["device"] == device) & (trusted["model"] == model)]
+            out += fixed_cost(f, place, device, model)
     hc = cross[cross["place"] == place]
     for c in hc.to_dict("records"):
         if isinstance(c["verdict"], str):
-            out.append(dict(kind="crossover", place=place, **{k: c[k] for k in ("device", "model", "mode", "verdict")}))
-            out[-1].update(
-                batch=at(c, "crossover_batch_size"), **{k: c[k] for k in ("a_us", "cpu_a_us", "b_us", "cpu_b_us")}
+            keep = ("device", "model", "mode", "verdict")
+            out.append(
+                dict(kind="crossover", place=place, **{k: c[k] for k in keep}, batch=at(c, "crossover_batch_size"))
             )
+            out[-1].update({k: c[k] for k in ("a_us", "cpu_a_us", "b_us", "cpu_b_us")})
             out[-1].update(last_slower=c["measured_last_slower"], first_faster=c["measured_first_faster"])
         if isinstance(c["note"], str) and c["note"]:
             out.append(dict(kind="crossover_note", **{k: c[k] for k in ("device", "model", "mode", "note")}))
@@ -336,9 +328,8 @@ def fixed_cost(f: pd.DataFrame, place, device, model) -> list[dict]:
     lo, hi = f.loc[f["a_us"].idxmin()], f.loc[f["a_us"].idxmax()]
     b_lo, b_hi = f.loc[f["b_us"].idxmin()], f.loc[f["b_us"].idxmax()]
     lim = pd.to_numeric(f.get("limit_us", pd.Series(dtype=float)), errors="coerce").dropna()
-    fact = dict(
-        kind="fixed_cost", flop=f["flop_per_sample"].iloc[0], n=len(f), limit_us=lim.iloc[0] if len(lim) else None
-    )
+    fact = dict(kind="fixed_cost", flop=f["flop_per_sample"].iloc[0], n=len(f))
+    fact["limit_us"] = lim.iloc[0] if len(lim) else None
     ends = dict(a_lo=at(lo, "a_us"), a_hi=at(hi, "a_us"), b_lo=at(b_lo, "b_us"), b_hi=at(b_hi, "b_us"))
     modes = dict(a_lo=lo["mode"], a_hi=hi["mode"], b_lo=b_lo["mode"], b_hi=b_hi["mode"])
     out = [dict(fact, **where, **ends, modes=modes)]
@@ -362,16 +353,7 @@ def slowed(ok: pd.DataFrame, place) -> list[dict]:
     if judged.empty:
         return out
     differ = judged[judged["all_steps_differ"].astype(bool)]
-    named = [
-        dict(
-            device=r["device"],
-            network=r["model"],
-            mode=r["mode"],
-            batch=int(r["batch_size"]),
-            ratio=at(r, "kept_over_all"),
-        )
-        for r in differ.head(MAX_NAMED).to_dict("records")
-    ]
+    named = [combination(r, ratio=at(r, "kept_over_all")) for r in differ.head(MAX_NAMED).to_dict("records")]
     return out + [dict(kind="all_steps", place=place, judged=len(judged), n=len(differ), named=named)]
 
 
@@ -379,28 +361,17 @@ def speedups(spd: pd.DataFrame) -> list[dict]:
     """The largest and the smallest accelerator-over-cpu speedup, the pairs that are the same
     within noise, and the best mode over the reference mode."""
     out = []
-    row = lambda r: dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]), **ratio(r))  # noqa: E731
     hs = spd[spd["kind"] == "device"]
     if len(hs):
-        out.append(
-            dict(
-                kind="speedup_extremes", hi=row(hs.loc[hs["speedup"].idxmax()]), lo=row(hs.loc[hs["speedup"].idxmin()])
-            )
-        )
-        same = hs[hs["same_within_noise"].map(yes)]
-        if len(same):
-            out.append(
-                dict(
-                    kind="same_within_noise",
-                    n=len(same),
-                    total=len(hs),
-                    pairs=[row(r) for r in same.to_dict("records")],
-                )
-            )
+        hi, lo = hs.loc[hs["speedup"].idxmax()], hs.loc[hs["speedup"].idxmin()]
+        out.append(dict(kind="speedup_extremes", hi=combination(hi, **ratio(hi)), lo=combination(lo, **ratio(lo))))
+        same = [combination(r, **ratio(r)) for r in hs[hs["same_within_noise"].map(yes)].to_dict("records")]
+        if same:
+            out.append(dict(kind="same_within_noise", n=len(same), total=len(hs), pairs=same))
     hm = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
     if len(hm):
         hi = hm.loc[hm["speedup"].idxmax()]
-        out.append(dict(kind="best_mode", baseline=hi["baseline_mode"], **row(hi)))
+        out.append(dict(kind="best_mode", baseline=hi["baseline_mode"], **combination(hi, **ratio(hi))))
     return out
 
 
@@ -425,9 +396,8 @@ def ops(prof: pd.DataFrame) -> list[dict]:
             m = d[d["model"] == model]
             s = m[m["batch_size"] == m["batch_size"].min()]
             counts = [(k, o + ob) for k, o, ob in zip(s["mode"], s["ops_step"], s["ops_batch"])]
-            out.append(
-                dict(kind="ops_count", network=model, device=device, batch=int(s["batch_size"].iloc[0]), counts=counts)
-            )
+            batch = int(s["batch_size"].iloc[0])
+            out.append(dict(kind="ops_count", network=model, device=device, batch=batch, counts=counts))
     return out
 
 
@@ -458,27 +428,17 @@ def collect(tables: dict, cfg: dict) -> dict:
         for f in fit[fit["note"].astype(str).str.len() > 0].to_dict("records")
     ]
     out["references"] = [
-        dict(
-            label=r.label,
-            name=r.name,
-            about=r.about,
-            headline=headline(tables, r.label),
-            per_network=per_network_all(tables, r.label),
-        )
+        dict(label=r.label, name=r.name, about=r.about, headline=headline(tables, r.label))
+        | dict(per_network=per_network_all(tables, r.label))
         for r in tables.get("references", [])
     ]
     out.update(headline=headline(tables), per_network=[] if several else per_network_all(tables))
     out.update(ranking=ranking(tables) if several else [])
+    env = tables["environment"]
     out["places"] = [
-        dict(
-            name=p,
-            environment=tables["environment"][tables["environment"]["host"] == p].to_dict("records")
-            if "host" in tables["environment"].columns
-            else [],
-            headline=place_headline(tables, p) if several else [],
-            per_network=per_network(m, p) if several and len(m) else [],
-            findings=findings(tables, p),
-        )
+        dict(name=p, environment=env[env["host"] == p].to_dict("records") if "host" in env.columns else [])
+        | dict(headline=place_headline(tables, p) if several else [])
+        | dict(per_network=per_network(m, p) if several and len(m) else [], findings=findings(tables, p))
         for p in by_name(runs["place"])
     ]
     first_network = [f for f in (out["per_network"] or [f for p in out["places"] for f in p["per_network"]])][:1]

@@ -29,6 +29,7 @@ from mnistbench.report.look import (
     PHASE_COLOR,
     PHASES,
     device_color,
+    error_bars,
     grid,
     ladder_order,
     log_ticks,
@@ -98,17 +99,14 @@ def ladder(lad: pd.DataFrame, title: str = default("ladder")) -> object:
                 bars = ax.bar(pos, d["samples_per_s"], width=width * 0.95, color=colors, label=device)
                 for bar, mode in zip(bars, d.index):
                     bar.set_gid(f"{device}|{mode}")
-                ax.bar_label(
-                    bars, labels=[times(v) if np.isfinite(v) else "" for v in d["over_seed"]], fontsize=7, padding=2
-                )
-                whiskers(ax, pos, d)
-            lim = pd.to_numeric(
-                p[p["device"] == CPU].get("limit_samples_per_s", pd.Series(dtype=float)), "coerce"
-            ).dropna()
+                labels = [times(v) if np.isfinite(v) else "" for v in d["over_seed"]]
+                ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
+                error_bars(ax, pos, d["samples_per_s"], d["samples_per_s_lo"], d["samples_per_s_hi"])
+            lim = p[p["device"] == CPU].get("limit_samples_per_s", pd.Series(dtype=float))
+            lim = pd.to_numeric(lim, "coerce").dropna()
             if len(lim):  # the dense limit: a mode that skips arithmetic (sparse) can stand above it
-                ax.axhline(
-                    lim.iloc[0], color="black", ls="--", lw=1, label="dense arithmetic limit, one cpu core"
-                ).set_gid("limit")
+                label = "dense arithmetic limit, one cpu core"
+                ax.axhline(lim.iloc[0], color="black", ls="--", lw=1, label=label).set_gid("limit")
             b = p["batch_size"].iloc[0] if len(p) else ""
             ax.set_xticks(range(len(modes)), modes, rotation=30, ha="right")
             ax.set(yscale="log", xlabel="mode (ladder order)", ylabel="samples / s (median, 95 % interval)")
@@ -120,18 +118,6 @@ def ladder(lad: pd.DataFrame, title: str = default("ladder")) -> object:
             if len(devices) > 1 or len(lim):
                 ax.legend(title=None, fontsize=8, loc="upper left")
     return titled(fig, title)
-
-
-def whiskers(ax, pos, d: pd.DataFrame) -> None:
-    """The 95 % interval of each bar's median as a black whisker; a bar without one (one usable
-    run) gets none."""
-    have = d["samples_per_s_lo"].notna() & d["samples_per_s_hi"].notna()
-    if not have.any():
-        return
-    y = d["samples_per_s"][have]
-    err = np.array([(y - d["samples_per_s_lo"][have]).clip(lower=0), (d["samples_per_s_hi"][have] - y).clip(lower=0)])
-    bars = ax.errorbar([q for q, h in zip(pos, have) if h], y, yerr=err, fmt="none", ecolor="black", elinewidth=1.2)
-    bars.lines[2][0].set_gid("interval")
 
 
 @draws
@@ -270,9 +256,8 @@ def map_(m: pd.DataFrame, title: str = default("map")) -> object:
                 col = lambda b: sizes.index(b) if b in sizes else len(sizes)  # noqa: E731  (inf: past the grid)
                 if np.isfinite(r.get("wins_from_lo", np.nan)) or r.get("wins_from_lo") == np.inf:
                     lo, hi = col(r["wins_from_lo"]), col(r["wins_from_hi"])
-                    ax.plot([lo, hi], [i + 0.5, i + 0.5], color="black", lw=2.5, solid_capstyle="butt")[0].set_gid(
-                        "interval"
-                    )
+                    (bar,) = ax.plot([lo, hi], [i + 0.5, i + 0.5], color="black", lw=2.5, solid_capstyle="butt")
+                    bar.set_gid("interval")
                 x = col(r["wins_from"])
                 ax.plot([x, x], [i, i + 1], color="black", lw=2)[0].set_gid("crossover")
             label = f"best {device} over best cpu"
@@ -313,13 +298,9 @@ def cost(fits: pd.DataFrame, title: str = default("cost")) -> object:
         for (device, mode), g in h.groupby(["device", "mode"], sort=False):
             colour = MODE_COLOR.get(mode, "grey")
             label = f"{mode} ({device})" if h["device"].nunique() > 1 else mode
-            ax.plot(g["flop_per_sample"], g["b_us"], marker=traits(device).marker, color=colour, label=label)[
-                0
-            ].set_gid(f"{device}|{mode}")
-            if g["b_us_lo"].notna().any():
-                err = np.array([(g["b_us"] - g["b_us_lo"]).clip(lower=0), (g["b_us_hi"] - g["b_us"]).clip(lower=0)])
-                bars = ax.errorbar(g["flop_per_sample"], g["b_us"], yerr=err, fmt="none", ecolor=colour, elinewidth=1)
-                bars.lines[2][0].set_gid("interval")
+            (line,) = ax.plot(g["flop_per_sample"], g["b_us"], marker=traits(device).marker, color=colour, label=label)
+            line.set_gid(f"{device}|{mode}")
+            error_bars(ax, g["flop_per_sample"], g["b_us"], g["b_us_lo"], g["b_us_hi"], colour, 1)
         lim = h[(h["device"] == CPU) & h["limit_us"].notna()].drop_duplicates("model")
         if len(lim):
             ax.plot(lim["flop_per_sample"], lim["limit_us"], ls="--", color="black", lw=1,
@@ -464,9 +445,8 @@ def ops(prof: pd.DataFrame, title: str = default("ops")) -> object:
     sizes, modes = sorted(set(ok["batch_size"])), ladder_order(ok["mode"])
     targets = [tg for d in cpu_first(ok["device"]) for tg in dict.fromkeys(ok[ok["device"] == d]["target"])]
     colour = {tg: device_color(d) for tg, d in zip(ok["target"], ok["device"])}
-    fig, axes = grid(
-        len(measures) * len(sizes), len(sizes), size=(1.0 + 0.7 * len(modes) * max(1, len(targets) / 2), 3.8)
-    )
+    width = 1.0 + 0.7 * len(modes) * max(1, len(targets) / 2)
+    fig, axes = grid(len(measures) * len(sizes), len(sizes), size=(width, 3.8))
     for k, measure in enumerate(measures):
         present = [t for t in targets if ok.loc[ok["target"] == t, measure].notna().any()]  # no empty slots
         for ax, b in zip(axes[k * len(sizes) :], sizes):
@@ -503,12 +483,8 @@ def many(m: pd.DataFrame, title: str = default("many")) -> object:
             colour = MODE_COLOR.get(mode, "grey")
             ax.plot(g["models_at_once"], g["model_samples_per_s"], ls=styles[b], marker=MODE_MARKER.get(mode, "o"),
                     color=colour, label=f"{mode}, batch {b}")[0].set_gid(f"{device}|{mode}|{b}")  # fmt: skip
-            if g["model_samples_per_s_lo"].notna().any():
-                y = g["model_samples_per_s"]
-                err = np.array(
-                    [(y - g["model_samples_per_s_lo"]).clip(lower=0), (g["model_samples_per_s_hi"] - y).clip(lower=0)]
-                )
-                ax.errorbar(g["models_at_once"], y, yerr=err, fmt="none", ecolor=colour, elinewidth=1)
+            y, lo, hi = (g[f"model_samples_per_s{end}"] for end in ("", "_lo", "_hi"))
+            error_bars(ax, g["models_at_once"], y, lo, hi, colour, 1)
         ax.set(xscale="log", yscale="log", xlabel="models at once (K)", ylabel="model-samples/s (95 % interval)")
         log_ticks(ax, "x", ticks=m["models_at_once"])
         log_ticks(ax, "y")

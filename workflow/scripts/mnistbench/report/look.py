@@ -138,6 +138,16 @@ def speedup_cells(ax, table: pd.DataFrame, label: str, **kw) -> None:
                 linewidths=0.5, **kw)  # fmt: skip
 
 
+def error_bars(ax, x, y, lo, hi, color="black", width=1.2) -> None:
+    """Each point's 95 % interval as a vertical bar; a point without one (one usable run) gets none."""
+    have = (lo.notna() & hi.notna()).to_numpy()
+    if have.any():
+        y, lo, hi = y[have], lo[have], hi[have]
+        err = np.array([(y - lo).clip(lower=0), (hi - y).clip(lower=0)])
+        bars = ax.errorbar(np.asarray(x)[have], y, yerr=err, fmt="none", ecolor=color, elinewidth=width)
+        bars.lines[2][0].set_gid("interval")
+
+
 def save(fig, path, dpi=110) -> None:
     """Write a figure as PNG at `dpi`, or at the dpi that keeps its larger side within MAX_PIXELS
     (a figure of many panels shrinks, it never grows without bound)."""

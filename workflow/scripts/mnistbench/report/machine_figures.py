@@ -38,8 +38,9 @@ def fastest_first(value: pd.Series) -> tuple[list, str]:
     return order[:half] + order[-half:], f" (the fastest and the slowest {half} of {len(order)} machines)"
 
 
-def rows_height(n: int) -> float:
-    return 1.4 + ROW_IN * n
+def rows_height(df, col: str = "place") -> float:
+    """A panel's height for a row per machine of df (at most MAX_SHOWN)."""
+    return 1.4 + ROW_IN * min(MAX_SHOWN, df[col].nunique())
 
 
 def place_label(df, place) -> str:
@@ -73,9 +74,8 @@ def dots(ax, p: pd.DataFrame, value: str, larger_is_faster: bool = True) -> str:
         if g.empty:
             continue
         ys, c = g[col].map(y).to_numpy(), MODE_COLOR[mode]
-        ax.scatter(g[value], ys, color=c, marker=MODE_MARKER[mode], s=22, label=mode, zorder=3).set_gid(
-            f"machines|{mode}"
-        )
+        points = ax.scatter(g[value], ys, color=c, marker=MODE_MARKER[mode], s=22, label=mode, zorder=3)
+        points.set_gid(f"machines|{mode}")
         lo, hi = f"{value}_lo", f"{value}_hi"
         if {lo, hi} <= set(g.columns) and g[lo].notna().any():
             have = (g[lo].notna() & g[hi].notna()).to_numpy()
@@ -94,8 +94,7 @@ def ladder(lad: pd.DataFrame):
     a row per machine (fastest at the top) with every mode's samples/s and its interval."""
     points = [p for p in ("smallest", "largest") if p in set(lad["point"])]
     rows = panels(lad)
-    n = min(MAX_SHOWN, lad["place"].nunique())
-    fig, axes = grid(len(rows) * len(points), len(points), size=(6.5 + 1.5 / len(points), rows_height(n)))
+    fig, axes = grid(len(rows) * len(points), len(points), size=(6.5 + 1.5 / len(points), rows_height(lad)))
     models = {m for _, m in rows}
     for k, (device, model) in enumerate(rows):
         for ax, point in zip(axes[k * len(points) :], points):
@@ -142,15 +141,13 @@ def speedup(data: pd.DataFrame, what: str):
     top), a column per batch size, each cell the best mode's speedup there."""
     rows = panels(data)
     models = {m for _, m in rows}
-    n = min(MAX_SHOWN, data["place"].nunique())
-    fig, axes = grid(len(rows), 2, size=(2.5 + 1.1 * data["batch_size"].nunique(), rows_height(n)))
+    fig, axes = grid(len(rows), 2, size=(2.5 + 1.1 * data["batch_size"].nunique(), rows_height(data)))
     for ax, (device, model) in zip(axes, rows):
         p = data[(data["device"] == device) & (data["model"] == model)]
         table = p.pivot_table(index="place", columns="batch_size", values="speedup", aggfunc="max")
         order, note = fastest_first(table[table.columns[-1]])
-        speedup_cells(
-            ax, table.reindex(order), "log2 speedup of the best mode (blue: faster)", annot_kws={"fontsize": 7}
-        )
+        scale = "log2 speedup of the best mode (blue: faster)"
+        speedup_cells(ax, table.reindex(order), scale, annot_kws={"fontsize": 7})
         ax.set_yticks(np.arange(len(order)) + 0.5, [place_label(p, h) for h in order], rotation=0, fontsize=8)
         label = f"{device} {what}" if what else f"best mode over {p['baseline_mode'].iloc[0]}, {device}"
         ax.set_title(named(label, model, models) + note, fontsize=10)
@@ -165,8 +162,7 @@ def map_(m: pd.DataFrame):
     samples/s there)."""
     accelerators = [d for d in cpu_first(m["device"]) if d != CPU]
     order_net = list(dict.fromkeys(m.sort_values(["flop_per_sample", "model"])["model"]))
-    n = min(MAX_SHOWN, m["place"].nunique())
-    fig, axes = grid(len(accelerators or [CPU]), 2, size=(3.5 + 1.6 * len(order_net), rows_height(n)))
+    fig, axes = grid(len(accelerators or [CPU]), 2, size=(3.5 + 1.6 * len(order_net), rows_height(m)))
     for ax, device in zip(axes, accelerators or [CPU]):
         p = m[m["device"] == device]
         p = p[p["batch_size"] == p["batch_size"].max()]
@@ -201,7 +197,7 @@ def cost(f: pd.DataFrame):
     the top) with every mode's b and its interval, and the arithmetic limit of one cpu core of
     each machine as a black bar."""
     rows = panels(f)
-    fig, axes = grid(len(rows), 2, size=(8, rows_height(min(MAX_SHOWN, f["place"].nunique()))))
+    fig, axes = grid(len(rows), 2, size=(8, rows_height(f)))
     for ax, (device, model) in zip(axes, rows):
         p = f[(f["device"] == device) & (f["model"] == model)]
         note = dots(ax, p, "b_us", larger_is_faster=False)
@@ -211,9 +207,8 @@ def cost(f: pd.DataFrame):
             names = {h: place_label(p, h) for h in lim["place"]}
             lim = lim[lim["place"].map(names).isin(at) & lim["limit_us"].notna()]
             ys = [at[names[h]] for h in lim["place"]]
-            ax.scatter(
-                lim["limit_us"], ys, marker="|", color="black", s=80, label="arithmetic limit, one cpu core"
-            ).set_gid("limit")
+            label = "arithmetic limit, one cpu core"
+            ax.scatter(lim["limit_us"], ys, marker="|", color="black", s=80, label=label).set_gid("limit")
         ax.set(xlabel="cost per sample b (µs, 95 % interval)", ylabel="machine (cheapest first)")
         ax.set_title(f"cost per sample, {device}, {model}{note}", fontsize=10)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
@@ -228,7 +223,7 @@ def breakdown(ok: pd.DataFrame):
     phases = [c for c in PHASES if c in ok.columns and ok[c].fillna(0).gt(0).any()]
     sizes = sorted(set(ok["batch_size"]))
     rows = [(d, m, b) for d, m in panels(ok) for b in sizes]
-    fig, axes = grid(len(rows), len(sizes), size=(6, rows_height(min(MAX_SHOWN, ok["host"].nunique()))))
+    fig, axes = grid(len(rows), len(sizes), size=(6, rows_height(ok, "host")))
     for ax, (device, model, b) in zip(axes, rows):
         p = ok[(ok["device"] == device) & (ok["model"] == model) & (ok["batch_size"] == b)]
         order, note = fastest_first(-p.groupby("host")["step_us_profiled"].min())

@@ -20,7 +20,7 @@ import pandas as pd
 from mnistbench.collect import uncertainty
 from mnistbench.collect.aggregate import usable
 from mnistbench.config.devices import CPU, cpu_first
-from mnistbench.report.numbers import at
+from mnistbench.report.numbers import at, ratio
 from mnistbench.report.tables import NAN, PLACE_KEYS, add_interval_columns, by_size, placed
 
 KEYS = [*PLACE_KEYS, "models_at_once"]
@@ -85,13 +85,6 @@ def table(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     out = out.sort_values(["place", "model", "batch_size", "models_at_once", "device", "mode"], ignore_index=True)
     out = out.sort_values("model", key=lambda s: s.map(order), kind="stable", ignore_index=True)
     return out[[c for c in out.columns if c in COLUMNS or c.endswith(("_lo", "_hi"))]]
-
-
-def ratio(r, column: str) -> dict:
-    """A factor of the table with its interval, and whether that interval holds 1 (the same
-    within noise), as facts.j2's `ratio` macro says it."""
-    lo, hi = r.get(f"{column}_lo"), r.get(f"{column}_hi")
-    return dict(speedup=at(r, column), same=bool(pd.notna(lo) and lo <= 1 <= hi))
 
 
 def facts(m: pd.DataFrame) -> list[dict]:

@@ -27,6 +27,13 @@ def at(r, key: str) -> dict:
     return num(r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi"))
 
 
+def ratio(r, column: str = "speedup") -> dict:
+    """A factor of a table with its interval, and whether that interval holds 1 (the same within
+    noise), as facts.j2's `ratio` macro says it."""
+    lo, hi = _float(r.get(f"{column}_lo")), _float(r.get(f"{column}_hi"))
+    return dict(speedup=at(r, column), same=bool(lo <= 1 <= hi))
+
+
 def _float(x) -> float:
     try:
         return float(x)

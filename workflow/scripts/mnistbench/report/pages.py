@@ -1,7 +1,6 @@
-"""The facts beside each figure of the report, its page (templates/pages.rst.j2): how much a larger
-batch buys, the range of speedups, how the cost per sample grows with the network, where a profiled
-step's time goes, the most ops per step, the copies, time to accuracy. The first fact of a page
-titles its figure (words.title). Facts as in facts.py: plain dicts whose `kind` names their macro.
+"""The facts beside each figure of the report, its page (templates/pages.rst.j2); the first fact of
+a page titles its figure (words.title). Facts as in facts.py: plain dicts whose `kind` names their
+macro.
 """
 
 import math
@@ -9,13 +8,13 @@ import math
 import pandas as pd
 
 from mnistbench.collect.aggregate import succeeded
-from mnistbench.report.numbers import at
-from mnistbench.report.tables import own, yes
+from mnistbench.report.numbers import at, ratio
+from mnistbench.report.tables import own
 
 
-def ratio(r) -> dict:
-    """A speedup row: its factor with the interval, and whether it is the same within noise."""
-    return dict(speedup=at(r, "speedup"), same=yes(r.get("same_within_noise")))
+def combination(r, **more) -> dict:
+    """A table row's device, network, mode and batch size as a fact names them."""
+    return dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]), **more)
 
 
 def batch_gain(runs: pd.DataFrame, rates: pd.DataFrame) -> list[dict]:
@@ -43,18 +42,15 @@ def batch_gain(runs: pd.DataFrame, rates: pd.DataFrame) -> list[dict]:
 def speedup_range(spd: pd.DataFrame) -> list[dict]:
     """The range of accelerator-over-cpu speedups of this run; without an accelerator, the best
     mode over the reference mode on the cpu (what the speedup figure then shows)."""
-    row = lambda r: dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]), **ratio(r))  # noqa: E731
-    dev = own(spd)[own(spd)["kind"] == "device"]
+    spd = own(spd)
+    dev = spd[spd["kind"] == "device"]
     if len(dev):
-        return [
-            dict(
-                kind="speedup_range", lo=row(dev.loc[dev["speedup"].idxmin()]), hi=row(dev.loc[dev["speedup"].idxmax()])
-            )
-        ]
-    lad = own(spd)[(own(spd)["kind"] == "mode") & (own(spd)["mode"] != own(spd)["baseline_mode"])]
+        lo, hi = dev.loc[dev["speedup"].idxmin()], dev.loc[dev["speedup"].idxmax()]
+        return [dict(kind="speedup_range", lo=combination(lo, **ratio(lo)), hi=combination(hi, **ratio(hi)))]
+    lad = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
     if len(lad):
         hi = lad.loc[lad["speedup"].idxmax()]
-        return [dict(kind="speedup_cpu_only", baseline=hi["baseline_mode"], **row(hi))]
+        return [dict(kind="speedup_cpu_only", baseline=hi["baseline_mode"], **combination(hi, **ratio(hi)))]
     return []
 
 
@@ -71,11 +67,8 @@ def cost_growth(fit: pd.DataFrame) -> list[dict]:
         ends = [dict(network=r["model"], flop=r["flop_per_sample"], b=at(r, "b_us")) for r in (lo, hi)]
         grew = hi["b_us"] / lo["b_us"] if lo["b_us"] > 0 else math.nan
         more = hi["flop_per_sample"] / lo["flop_per_sample"]
-        out.append(
-            dict(
-                kind="cost_growth", place=place, device=device, mode=mode, lo=ends[0], hi=ends[1], grew=grew, more=more
-            )
-        )
+        fact = dict(kind="cost_growth", place=place, device=device, mode=mode, lo=ends[0], hi=ends[1])
+        out.append(dict(fact, grew=grew, more=more))
     return out
 
 

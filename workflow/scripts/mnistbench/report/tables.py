@@ -1,21 +1,13 @@
 """The tables every comparison of the report rests on, computed from the summary tables (pandas +
-numpy): numbers with their 95 % intervals, no words (facts.py says which of them the report states).
+numpy): numbers with their 95 % intervals, no words (facts.py says which of them the report states):
+the fits, the crossovers, the speedups, the map and the ladder (the copies and the DataLoader are
+copies.py's).
 
 Every table is per place (measure/machines.py: a machine, or an accelerator beside the cpu it is
 compared with) and per network (the `model` column). Only usable runs count (status ok and a
-timing verdict in `quality.use`):
-- fits: step time = a + b * batch_size per place x device x network x mode (collect/uncertainty.py's
-  fit_line). a is the fixed cost of a step (Python, dispatch, kernel launches, syncs), b the cost of
-  one more sample; beside b, the network's FLOP per sample and, on the cpu, its arithmetic limit.
-- crossover: the batch size from which each accelerator beats the cpu, per mode, from the fits.
-- speedup: each accelerator over the cpu (same mode), each mode over a reference mode, and each
-  accelerator's best mode over the cpu's best.
-- map: per network and batch size, each device's best mode, the best accelerator mode over the best
-  cpu mode and the batch size from which it wins.
-- ladder: every mode's samples/s at the smallest and the largest batch size, over the beginner's.
-The copies and the DataLoader are copies.py's. Each derived number is computed again on every
-replicate of the medians it is made of (collect/uncertainty.py); a ratio whose interval contains 1
-is `same_within_noise`.
+timing verdict in `quality.use`). Each derived number is computed again on every replicate of the
+medians it is made of (collect/uncertainty.py); a ratio whose interval contains 1 is
+`same_within_noise`.
 """
 
 import math
@@ -34,6 +26,9 @@ REFERENCE_MODES = ("seed", "module", "manual")  # the mode ladder is compared wi
 PLACE_KEYS = ["place", "device", "model", "mode", "batch_size"]  # a combination as the analysis compares it
 FIT_KEYS = ["place", "device", "model", "mode"]  # one line a + b·batch per combination of these
 NAN = np.full(uncertainty.N_BOOT, math.nan)
+# An accelerator against the cpu, as the crossover and the map judge it.
+FASTER, SLOWER = "faster at every batch size", "slower at every batch size"
+OVERTAKES, FALLS_BEHIND = "slower below, faster above", "faster below, slower above"
 
 
 # --- the replicates -----------------------------------------------------------------------------
@@ -56,6 +51,12 @@ def reps_of(reps: dict, place, device, model, mode, batch_size) -> np.ndarray:
     """Replicates of one combination's median step time (all NaN where it has none)."""
     drawn = reps.get((place, device, model, mode, int(batch_size)))
     return uncertainty.medians(drawn) if drawn is not None else NAN
+
+
+def with_interval(name: str, point, reps) -> dict:
+    """{name: point, name_lo, name_hi}: a number and the interval of its replicates."""
+    lo, hi = uncertainty.interval(reps)
+    return {name: point, f"{name}_lo": lo, f"{name}_hi": hi}
 
 
 def add_interval_columns(df: pd.DataFrame, column: str, values: list) -> None:
@@ -133,8 +134,9 @@ def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) ->
 
 
 def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: dict | None = None) -> pd.DataFrame:
-    """Per place x device x network x mode: a (µs per step), b (µs per sample), their intervals and
-    the fit's quality; `trusted` says whether a sentence may quote it. Beside b, the network's FLOP
+    """Per place x device x network x mode, step time = a + b · batch size (collect/uncertainty.py's
+    fit_line): a (µs, the fixed cost of a step: Python, dispatch, kernel launches, syncs), b (µs,
+    the cost of one more sample), their intervals and the fit's quality; `trusted` says whether a sentence may quote it. Beside b, the network's FLOP
     per sample and, on the cpu, its arithmetic limit on one core (`limit_us`, at the place's
     measured FMA rate, `gflops`: {place: GFLOP/s}). Combinations without a usable run get a row
     with a note, not a fit."""
@@ -159,14 +161,9 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: 
         row.update(
             input_nonzero_share=share, effective_flop_per_sample=effective_flop(model, row["flop_per_sample"], share)
         )
-        row.update(a_us=a * 1e6, b_us=b * 1e6)
-        (row["a_us_lo"], row["a_us_hi"]), (row["b_us_lo"], row["b_us_hi"]) = (
-            uncertainty.interval(ra * 1e6),
-            uncertainty.interval(rb * 1e6),
-        )
+        row.update(with_interval("a_us", a * 1e6, ra * 1e6), **with_interval("b_us", b * 1e6, rb * 1e6))
         # Below this batch size the fixed cost is more than half of a step.
-        row["overhead_bound_below"] = a / b if b > 0 else math.inf if a > 0 else math.nan
-        row["overhead_bound_below_lo"], row["overhead_bound_below_hi"] = uncertainty.interval(bound)
+        row.update(with_interval("overhead_bound_below", a / b if b > 0 else math.inf if a > 0 else math.nan, bound))
         rows.append(dict(row, **f))
     cols = [*FIT_KEYS[:2], "device_name", "model", "mode", "flop_per_sample", "limit_us", "input_nonzero_share"]
     cols += ["effective_flop_per_sample", "a_us", "a_us_lo", "a_us_hi", "b_us", "b_us_lo", "b_us_hi"]
@@ -250,16 +247,19 @@ def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",), fit_reps: dict
     return pd.DataFrame(rows, columns=cols)
 
 
+def verdicts(da, db):
+    """The verdict of an accelerator over the cpu from its extra fixed cost `da` and its saving per
+    sample `db` (numbers or arrays of them)."""
+    crossing = np.where(da > 0, OVERTAKES, FALLS_BEHIND)
+    return np.where((da <= 0) & (db >= 0), FASTER, np.where((da >= 0) & (db <= 0), SLOWER, crossing))
+
+
 def fit_crossover(a, b, ca, cb) -> dict:
     if not all(np.isfinite([a, b, ca, cb])):
         return dict(verdict="no fit", crossover_batch_size=math.nan)
     da, db = a - ca, cb - b  # accelerator's extra fixed cost; its saving per sample
-    if da <= 0 and db >= 0:
-        return dict(verdict="faster at every batch size", crossover_batch_size=math.nan)
-    if da >= 0 and db <= 0:
-        return dict(verdict="slower at every batch size", crossover_batch_size=math.nan)
-    verdict = "slower below, faster above" if da > 0 else "faster below, slower above"
-    return dict(verdict=verdict, crossover_batch_size=da / db)
+    verdict = str(verdicts(da, db))
+    return dict(verdict=verdict, crossover_batch_size=da / db if verdict in (OVERTAKES, FALLS_BEHIND) else math.nan)
 
 
 def crossover_interval(a, b, ca, cb, verdict) -> dict:
@@ -269,11 +269,8 @@ def crossover_interval(a, b, ca, cb, verdict) -> dict:
     with np.errstate(divide="ignore", invalid="ignore"):
         cross = np.where((da > 0) & (db > 0), da / db, np.where(da >= 0, math.inf, 0.0))
     cross[np.isnan(da) | np.isnan(db)] = math.nan
-    faster, slower = (da <= 0) & (db >= 0), (da >= 0) & (db <= 0)
-    kinds = np.where(faster, "faster at every batch size", np.where(slower, "slower at every batch size", ""))
-    kinds = np.where(kinds != "", kinds, np.where(da > 0, "slower below, faster above", "faster below, slower above"))
+    share = float(np.mean(verdicts(da, db) == verdict)) if not np.isnan(cross).any() else math.nan
     lo, hi = uncertainty.interval(cross)
-    share = float(np.mean(kinds == verdict)) if not np.isnan(cross).any() else math.nan
     return dict(crossover_batch_size_lo=lo, crossover_batch_size_hi=hi, verdict_share=share)
 
 
@@ -398,15 +395,12 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
                     b, step = r["batch_size"], reps_of(reps, place, device, model, r["mode"], r["batch_size"])
                     row = dict(place=place, device=device, model=model, flop_per_sample=flop.get(model, math.nan))
                     row.update(parameters=params.get(model, math.nan), batch_size=b, best_mode=r["mode"])
-                    row["samples_per_s"] = b / r["step_time_median_s"]
-                    row["samples_per_s_lo"], row["samples_per_s_hi"] = uncertainty.interval(b / step)
+                    row.update(with_interval("samples_per_s", b / r["step_time_median_s"], b / step))
                     if device != CPU and b in cpu.index:
                         c = cpu.loc[b]
                         ratio[b] = reps_of(reps, place, CPU, model, c["mode"], b) / step
-                        row.update(
-                            cpu_best_mode=c["mode"], over_cpu_best=c["step_time_median_s"] / r["step_time_median_s"]
-                        )
-                        row["over_cpu_best_lo"], row["over_cpu_best_hi"] = uncertainty.interval(ratio[b])
+                        over = c["step_time_median_s"] / r["step_time_median_s"]
+                        row.update(cpu_best_mode=c["mode"], **with_interval("over_cpu_best", over, ratio[b]))
                     mine.append(row)
                 if ratio:
                     both = sorted(ratio)
@@ -417,13 +411,7 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
                     lo, hi = (
                         (math.nan, math.nan) if np.isnan(drawn).any() else grid_interval(first_winning(drawn > 1, both))
                     )
-                    verdict = (
-                        "faster at every batch size"
-                        if point == both[0]
-                        else "slower at every batch size"
-                        if math.isinf(point)
-                        else "slower below, faster above"
-                    )
+                    verdict = FASTER if point == both[0] else SLOWER if math.isinf(point) else OVERTAKES
                     for r in mine:
                         r.update(wins_from=point, wins_from_lo=lo, wins_from_hi=hi, verdict=verdict)
                 rows += mine
@@ -467,10 +455,10 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
                     for mode in (m for m in MODES if m in rate):
                         seed = step["seed"] if "seed" in rate else NAN
                         row = dict(place=place, device=device, model=model, point=point, batch_size=b)
-                        row.update(order=list(MODES).index(mode), mode=mode, samples_per_s=rate[mode])
-                        row["samples_per_s_lo"], row["samples_per_s_hi"] = uncertainty.interval(b / step[mode])
-                        row["over_seed"] = rate[mode] / rate["seed"] if "seed" in rate else math.nan
-                        row["over_seed_lo"], row["over_seed_hi"] = uncertainty.interval(seed / step[mode])
+                        row.update(order=list(MODES).index(mode), mode=mode)
+                        row.update(with_interval("samples_per_s", rate[mode], b / step[mode]))
+                        over_seed = rate[mode] / rate["seed"] if "seed" in rate else math.nan
+                        row.update(with_interval("over_seed", over_seed, seed / step[mode]))
                         row["same_as_best"] = uncertainty.same_within_noise(step[mode] / step[top])
                         rows.append(dict(row, limit_samples_per_s=limit))
     out = pd.DataFrame(rows, columns=cols)
@@ -491,10 +479,8 @@ def over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
         for device, d in g[g["device"] != CPU].groupby("device"):
             a = d.loc[d["samples_per_s"].idxmax()]
             ratio = reps_of(reps, place, CPU, model, c["mode"], b) / reps_of(reps, place, device, model, a["mode"], b)
-            lad.loc[a.name, ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"]] = [
-                a["samples_per_s"] / c["samples_per_s"],
-                *uncertainty.interval(ratio),
-            ]
+            over = with_interval("over_cpu_best", a["samples_per_s"] / c["samples_per_s"], ratio)
+            lad.loc[a.name, list(over)] = list(over.values())
 
 
 # --- what the analysis set aside ----------------------------------------------------------------

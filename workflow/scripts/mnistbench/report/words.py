@@ -33,6 +33,7 @@ def environment() -> jinja2.Environment:
     env.filters["say"] = say
     env.filters["say_as"] = lambda row, kind: say(dict(row, kind=kind))
     env.filters["sentences"] = sentences
+    env.globals["bullets"] = bullets
     env.filters["table"] = table
     env.globals["isnan"] = lambda x: x is None or x != x
     return env
@@ -47,6 +48,13 @@ def say(fact: dict) -> str:
 def sentences(facts) -> list[str]:
     """Facts, or bullets of facts (a list of them said together), as sentences."""
     return [" ".join(say(f) for f in item) if isinstance(item, list) else say(item) for item in facts]
+
+
+def bullets(facts, label: str = "", kind: str = "") -> str:
+    """Facts as a list, a sentence a line, each after `label` where given; `kind` phrases rows of a
+    table (set_aside, disagreeing), which carry none of their own."""
+    facts = [dict(f, kind=kind) for f in facts] if kind else facts
+    return "".join(f"- {label + ': ' if label else ''}{s}\n" for s in sentences(facts))
 
 
 def table(df: pd.DataFrame, columns, fmt: str = "rst") -> str:
