@@ -14,7 +14,6 @@ the replicates of each combination's median step time (collect/uncertainty.py):
   mode of its device there.
 """
 
-import numpy as np
 import pandas as pd
 
 from mnistbench.collect import uncertainty
@@ -43,43 +42,31 @@ def table(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     ok = ok.assign(models_at_once=pd.to_numeric(ok["models_at_once"]).astype(int))
     drawn = uncertainty.replicates(ok, KEYS, stream="many")
-    point = ok.groupby(KEYS)["step_time_median_s"].median()
-    rows, reps = [], {}
-    for key, step in point.items():
-        b, k = key[KEYS.index("batch_size")], key[KEYS.index("models_at_once")]
-        reps[key] = b * k / (uncertainty.medians(drawn[key]) if key in drawn else NAN)
-        rows.append(
-            dict(zip(KEYS, key), step_time_median_s=step, samples_per_s=b / step, model_samples_per_s=b * k / step)
-        )
-    out = pd.DataFrame(rows)
-    add_interval_columns(out, "model_samples_per_s", [reps[tuple(r[KEYS])] for _, r in out.iterrows()])
+    out = ok.groupby(KEYS, as_index=False)["step_time_median_s"].median()
+    step, b, k = out["step_time_median_s"], out["batch_size"], out["models_at_once"]
+    out["samples_per_s"], out["model_samples_per_s"] = b / step, b * k / step
+    # Model-samples/s on every replicate (all NaN where there are none): each ratio below is
+    # computed again on them for its interval.
+    keys = zip(*(out[c] for c in KEYS))
+    out["reps"] = [n / uncertainty.medians(drawn[key]) if key in drawn else NAN for n, key in zip(b * k, keys)]
+    add_interval_columns(out, "model_samples_per_s", out["reps"])
     out["samples_per_s_lo"] = out["model_samples_per_s_lo"] / out["models_at_once"]
     out["samples_per_s_hi"] = out["model_samples_per_s_hi"] / out["models_at_once"]
-    index = {tuple(r[KEYS]): r for _, r in out.iterrows()}
-
-    def ratio_to(other, r) -> tuple:
-        """(point, replicates) of a row's model-samples/s over another combination's."""
-        if other not in index:
-            return np.nan, NAN
-        return r["model_samples_per_s"] / index[other]["model_samples_per_s"], reps[tuple(r[KEYS])] / reps[other]
-
-    over_one, over_best, over_cpu = [], [], []
     where = [c for c in KEYS if c not in ("device", "mode")]
     fastest = out.loc[out.groupby(["device", *where])["model_samples_per_s"].idxmax()]
-    cpu_best = {tuple(r[where]): tuple(r[KEYS]) for _, r in fastest[fastest["device"] == CPU].iterrows()}
-    ones = fastest[fastest["models_at_once"] == 1]
-    best_one = {tuple(r[["place", "device", "model", "batch_size"]]): tuple(r[KEYS]) for _, r in ones.iterrows()}
-    out["best_one"] = ""
-    for i, r in out.iterrows():
-        one = tuple(r[KEYS[:-1]]) + (1,)
-        over_one.append(ratio_to(one, r))
-        top = best_one.get(tuple(r[["place", "device", "model", "batch_size"]]))
-        out.loc[i, "best_one"] = top[KEYS.index("mode")] if top else ""
-        over_best.append(ratio_to(top, r))
-        over_cpu.append(ratio_to(cpu_best.get(tuple(r[where])), r))
-    for name, pairs in (("over_one", over_one), ("over_best_one", over_best), ("over_cpu_best", over_cpu)):
-        out[name] = [p for p, _ in pairs]
-        add_interval_columns(out, name, [r for _, r in pairs])
+    ones, alone = fastest[fastest["models_at_once"] == 1], ["place", "device", "model", "batch_size"]
+    out["best_one"] = out[alone].merge(ones.rename(columns={"mode": "best_one"}), how="left")["best_one"].fillna("")
+
+    def over(name: str, other: pd.DataFrame, on: list) -> None:
+        """Column `name`: a row's model-samples/s over that of the row of `other` with the same
+        `on` (NaN where there is none), with its interval."""
+        match = out[on].merge(other[[*on, "model_samples_per_s", "reps"]], on=on, how="left")
+        out[name] = out["model_samples_per_s"] / match["model_samples_per_s"]
+        add_interval_columns(out, name, [mine / theirs for mine, theirs in zip(out["reps"], match["reps"])])
+
+    over("over_one", out[out["models_at_once"] == 1], KEYS[:-1])
+    over("over_best_one", ones, alone)
+    over("over_cpu_best", fastest[fastest["device"] == CPU], where)
     out["best"] = out.index.isin(fastest.index)
     order = {m: i for i, m in enumerate(by_size(runs))}
     out = out.sort_values(["place", "model", "batch_size", "models_at_once", "device", "mode"], ignore_index=True)
