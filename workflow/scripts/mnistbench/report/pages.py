@@ -8,8 +8,7 @@ import math
 import pandas as pd
 
 from mnistbench.collect.aggregate import succeeded
-from mnistbench.report.numbers import at, ratio
-from mnistbench.report.tables import own
+from mnistbench.report.numbers import at
 
 
 def combination(r, **more) -> dict:
@@ -37,21 +36,6 @@ def batch_gain(runs: pd.DataFrame, rates: pd.DataFrame) -> list[dict]:
         kind="batch_gain", device=device, mode=mode, gain=gain[(device, mode)], small=int(small), large=int(large)
     )
     return [dict(fact, top_mode=top[1], top_device=top[0], top_rate=b.max())]
-
-
-def speedup_range(spd: pd.DataFrame) -> list[dict]:
-    """The range of accelerator-over-cpu speedups of this run; without an accelerator, the best
-    mode over the reference mode on the cpu (what the speedup figure then shows)."""
-    spd = own(spd)
-    dev = spd[spd["kind"] == "device"]
-    if len(dev):
-        lo, hi = dev.loc[dev["speedup"].idxmin()], dev.loc[dev["speedup"].idxmax()]
-        return [dict(kind="speedup_range", lo=combination(lo, **ratio(lo)), hi=combination(hi, **ratio(hi)))]
-    lad = spd[(spd["kind"] == "mode") & (spd["mode"] != spd["baseline_mode"])]
-    if len(lad):
-        hi = lad.loc[lad["speedup"].idxmax()]
-        return [dict(kind="speedup_cpu_only", baseline=hi["baseline_mode"], **combination(hi, **ratio(hi)))]
-    return []
 
 
 def cost_growth(fit: pd.DataFrame) -> list[dict]:
