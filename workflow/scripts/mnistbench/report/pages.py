@@ -96,8 +96,7 @@ def accuracy(runs: pd.DataFrame, target, lr=None, test_samples=None) -> list[dic
     fact = dict(kind="accuracy", reached=len(reached), of=len(ok), target=target, fastest=None)
     if len(reached):
         r = reached.loc[pd.to_numeric(reached["time_to_target_s"]).idxmin()]
-        fact["fastest"] = dict(device=r["device"], network=r["model"], mode=r["mode"], batch=int(r["batch_size"]))
-        fact["fastest"].update(seconds=float(r["time_to_target_s"]), host=r["host"])
+        fact["fastest"] = combination(r, seconds=float(r["time_to_target_s"]), host=r["host"])
     return [fact] + [dict(kind="at_chance", **g) for g in at_chance(ok)] + chaos(ok, lr, test_samples)
 
 
