@@ -68,14 +68,15 @@ def add_interval_columns(df: pd.DataFrame, column: str, values: list) -> None:
 
 def by_size(runs: pd.DataFrame) -> list:
     """The networks of these runs, smallest first (by FLOP per training sample, then name)."""
-    size = pd.Series(flops(runs))
+    size = pd.Series(network_size(runs))
     return sorted(size.index, key=lambda m: (np.nan_to_num(size[m], nan=np.inf), m))
 
 
-def flops(runs: pd.DataFrame) -> dict:
-    """{network: FLOP per training sample} of these runs (NaN where none recorded it)."""
-    flop = pd.to_numeric(runs.get("flop_per_sample", pd.Series(np.nan, index=runs.index)), errors="coerce")
-    return flop.groupby(runs["model"]).max().to_dict() if len(runs) else {}
+def network_size(runs: pd.DataFrame, column: str = "flop_per_sample") -> dict:
+    """{network: its FLOP per training sample (or `column`: its parameters)} of these runs (NaN
+    where none recorded it)."""
+    size = pd.to_numeric(runs.get(column, pd.Series(np.nan, index=runs.index)), errors="coerce")
+    return size.groupby(runs["model"]).max().to_dict() if len(runs) else {}
 
 
 def medians(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
@@ -142,7 +143,7 @@ def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: 
     with a note, not a fit."""
     runs = placed(runs)
     fit_reps = fit_replicates(runs, use) if fit_reps is None else fit_reps
-    flop, gflops = flops(runs), gflops or {}
+    flop, gflops = network_size(runs), gflops or {}
     rows = []
     for key, g in runs.groupby(FIT_KEYS, sort=True):
         place, device, model, mode = key
@@ -378,9 +379,7 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
     runs = placed(runs)
     reps = replicates(runs, use) if reps is None else reps
     top = best_modes(medians(runs, use))
-    flop = flops(runs)
-    params = pd.to_numeric(runs.get("parameters", pd.Series(np.nan, index=runs.index)), errors="coerce")
-    params = params.groupby(runs["model"]).max().to_dict() if len(runs) else {}
+    flop, params = network_size(runs), network_size(runs, "parameters")
     cols = ["place", "device", "model", "flop_per_sample", "parameters", "batch_size", "best_mode"]
     cols += ["samples_per_s", "samples_per_s_lo", "samples_per_s_hi", "cpu_best_mode", "over_cpu_best"]
     cols += ["over_cpu_best_lo", "over_cpu_best_hi", "wins_from", "wins_from_lo", "wins_from_hi", "verdict"]
@@ -432,7 +431,7 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
     GFLOP/s}), which a mode that skips arithmetic (`sparse`) can pass."""
     runs = placed(runs)
     reps = replicates(runs, use) if reps is None else reps
-    flop, gflops = flops(runs), gflops or {}
+    flop, gflops = network_size(runs), gflops or {}
     cols = ["place", "device", "model", "point", "batch_size", "order", "mode", "samples_per_s", "samples_per_s_lo"]
     cols += ["samples_per_s_hi", "over_seed", "over_seed_lo", "over_seed_hi", "same_as_best"]
     cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi", "limit_samples_per_s"]
