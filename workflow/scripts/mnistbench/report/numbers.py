@@ -14,6 +14,7 @@ from matplotlib.ticker import EngFormatter
 
 ENG = EngFormatter(sep=" ")  # 12.3 k, 3.57 M: SI prefixes, matplotlib's rule for choosing them
 TICK = EngFormatter(sep="")  # 1k, 20k, 1M: the same prefixes, tight for an axis
+PREFIXES = set(ENG.ENG_PREFIXES.values()) - {""}  # k, M, G ... (not the empty one of plain numbers)
 NONE = " (no interval: one usable run)"
 
 
@@ -121,12 +122,7 @@ def with_interval(n, fmt) -> str:
     if math.isnan(lo) or math.isnan(hi):
         return text + NONE
     low, high = fmt(lo), fmt(hi) if _finite(hi) or fmt is grid else "∞"
-    if (
-        _unit(low) == ""
-        and _unit(high).strip() in set(ENG.ENG_PREFIXES.values()) - {""}
-        and _finite(lo)
-        and _finite(hi)
-    ):
+    if _unit(low) == "" and _unit(high).strip() in PREFIXES and _finite(lo) and _finite(hi):
         low = f"{lo / 10 ** (3 * math.floor(math.log10(abs(hi)) / 3)):.3g}"  # '0.0543–577 k', never '54.3–577 k'
     elif _unit(low) == _unit(high) and fmt is not grid:  # '218–245×', '4.58–4.94 k': the unit once
         low = low.removesuffix(_unit(low))
