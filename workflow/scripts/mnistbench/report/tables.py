@@ -435,29 +435,25 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
     cols = ["place", "device", "model", "point", "batch_size", "order", "mode", "samples_per_s", "samples_per_s_lo"]
     cols += ["samples_per_s_hi", "over_seed", "over_seed_lo", "over_seed_hi", "same_as_best"]
     cols += ["over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi", "limit_samples_per_s"]
-    med = rates(runs, use)
+    rated = dict(list(rates(runs, use).groupby(["place", "device", "model", "batch_size"])))
     rows = []
     for place in machines.by_name(runs["place"]):
         h = runs[runs["place"] == place]
         for device in cpu_first(h["device"]):
             sizes = sorted(set(h[h["device"] == device]["batch_size"]))
             for model in by_size(h[h["device"] == device]):
-                for point, b in dict.fromkeys([("smallest", sizes[0]), ("largest", sizes[-1])]):
-                    if point == "largest" and b == sizes[0]:
-                        break  # one batch size: one point
-                    key = (med["place"] == place) & (med["device"] == device) & (med["model"] == model)
-                    here = med[key & (med["batch_size"] == b)]
+                for point, b in [("smallest", sizes[0]), ("largest", sizes[-1])][: len(sizes)]:  # one size, one point
+                    here = rated.get((place, device, model, b), pd.DataFrame(columns=["mode", "samples_per_s"]))
                     rate = dict(zip(here["mode"], here["samples_per_s"]))
                     step = {m: reps_of(reps, place, device, model, m, b) for m in rate}
                     top = max(rate, key=rate.get) if rate else None
                     limit = 1e6 / limit_us(flop.get(model, math.nan), gflops.get(place)) if device == CPU else math.nan
+                    seed_rate, seed = rate.get("seed", math.nan), step.get("seed", NAN)
                     for mode in (m for m in MODES if m in rate):
-                        seed = step["seed"] if "seed" in rate else NAN
                         row = dict(place=place, device=device, model=model, point=point, batch_size=b)
                         row.update(order=list(MODES).index(mode), mode=mode)
                         row.update(with_interval("samples_per_s", rate[mode], b / step[mode]))
-                        over_seed = rate[mode] / rate["seed"] if "seed" in rate else math.nan
-                        row.update(with_interval("over_seed", over_seed, seed / step[mode]))
+                        row.update(with_interval("over_seed", rate[mode] / seed_rate, seed / step[mode]))
                         row["same_as_best"] = uncertainty.same_within_noise(step[mode] / step[top])
                         rows.append(dict(row, limit_samples_per_s=limit))
     out = pd.DataFrame(rows, columns=cols)
@@ -470,16 +466,14 @@ def over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
     place, network and batch size (`over_cpu_best`, with its interval)."""
     for c in ("over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"):
         lad[c] = math.nan
-    for (place, model, b), g in lad.groupby(["place", "model", "batch_size"]):
-        cpu = g[g["device"] == CPU]
-        if cpu.empty:
-            continue
-        c = cpu.loc[cpu["samples_per_s"].idxmax()]
-        for device, d in g[g["device"] != CPU].groupby("device"):
-            a = d.loc[d["samples_per_s"].idxmax()]
-            ratio = reps_of(reps, place, CPU, model, c["mode"], b) / reps_of(reps, place, device, model, a["mode"], b)
-            over = with_interval("over_cpu_best", a["samples_per_s"] / c["samples_per_s"], ratio)
-            lad.loc[a.name, list(over)] = list(over.values())
+    top = lad.loc[lad.groupby(["place", "device", "model", "batch_size"])["samples_per_s"].idxmax()].reset_index()
+    cpu = top[top["device"] == CPU][["place", "model", "batch_size", "mode", "samples_per_s"]]
+    pairs = top[top["device"] != CPU].merge(cpu, on=["place", "model", "batch_size"], suffixes=("", "_cpu"))
+    for a in pairs.to_dict("records"):
+        cpu_step = reps_of(reps, a["place"], CPU, a["model"], a["mode_cpu"], a["batch_size"])
+        step = reps_of(reps, a["place"], a["device"], a["model"], a["mode"], a["batch_size"])
+        over = with_interval("over_cpu_best", a["samples_per_s"] / a["samples_per_s_cpu"], cpu_step / step)
+        lad.loc[a["index"], list(over)] = list(over.values())
 
 
 # --- what the analysis set aside ----------------------------------------------------------------
