@@ -41,6 +41,7 @@ from mnistbench.report.look import (
     several,
     speedup_cells,
     titled,
+    with_data,
 )
 from mnistbench.report.many import one_at_a_time
 from mnistbench.report.numbers import flop, rate, times
@@ -207,15 +208,12 @@ def speedup(spd: pd.DataFrame, title: str = default("speedup")) -> object:
         return note_figure(title, "Not enough successful runs to compare (no accelerator, one mode).")
     if several(data):
         return titled(across.speedup(data, what), title)
-    panels = [(p, d, m) for p, d in place_panels(data) for m in dict.fromkeys(data["model"])]
-    panels = [
-        (p, d, m) for p, d, m in panels if ((data["place"] == p) & (data["device"] == d) & (data["model"] == m)).any()
-    ]
-    places, models = {p for p, _, _ in panels}, {m for _, _, m in panels}
+    order = [(p, d, m) for p, d in place_panels(data) for m in dict.fromkeys(data["model"])]
+    panels = with_data(data, ["place", "device", "model"], order)
+    places, models = {p for (p, _, _), _ in panels}, {m for (_, _, m), _ in panels}
     size = (1.0 + 1.1 * data["batch_size"].nunique(), 0.9 + 0.5 * data["mode"].nunique())
     fig, axes = grid(len(panels), 2, size=size)
-    for ax, (place, device, model) in zip(axes, panels):
-        p = data[(data["place"] == place) & (data["device"] == device) & (data["model"] == model)]
+    for ax, ((place, device, model), p) in zip(axes, panels):
         table = p.pivot_table(index="mode", columns="batch_size", values="speedup", aggfunc="median")
         speedup_cells(ax, table.reindex(ladder_order(table.index)), "log2 speedup (blue: faster)")
         label = f"{device} {what}" if what else f"each mode over {p['baseline_mode'].iloc[0]}, {device}"
@@ -326,16 +324,14 @@ def breakdown(prof: pd.DataFrame, title: str = default("breakdown")) -> object:
         return titled(across.breakdown(ok), title)
     phases = [c for c in PHASES if c in ok.columns and ok[c].fillna(0).gt(0).any()]
     order = list(dict.fromkeys(ok.sort_values("step_us_plain")["model"]))  # smaller networks first
-    rows = [(h, d, m) for h, d in place_panels(ok) for m in order]
-    rows = [(h, d, m) for h, d, m in rows if ((ok["host"] == h) & (ok["device"] == d) & (ok["model"] == m)).any()]
-    hosts, models = {h for h, _, _ in rows}, {m for _, _, m in rows}
+    rows = with_data(ok, ["host", "device", "model"], [(h, d, m) for h, d in place_panels(ok) for m in order])
+    hosts, models = {h for (h, _, _), _ in rows}, {m for (_, _, m), _ in rows}
     sizes = sorted(set(ok["batch_size"]))
     modes = ladder_order(ok["mode"])
     fig, axes = grid(len(rows) * len(sizes), len(sizes), size=(6, 1.4 + 0.4 * len(modes)))
-    for k, (host, device, model) in enumerate(rows):
+    for k, ((host, device, model), h) in enumerate(rows):
         for ax, b in zip(axes[k * len(sizes) :], sizes):
-            p = ok[(ok["host"] == host) & (ok["device"] == device) & (ok["model"] == model) & (ok["batch_size"] == b)]
-            p = p.set_index("mode").reindex(modes).dropna(how="all", subset=phases)
+            p = h[h["batch_size"] == b].set_index("mode").reindex(modes).dropna(how="all", subset=phases)
             left = np.zeros(len(p))
             for c in phases:
                 ax.barh(p.index, p[c].fillna(0), left=left, color=PHASE_COLOR[c], label=PHASES[c])
@@ -370,15 +366,12 @@ def accuracy(
         e = e.assign(place=f"median over {e['place'].nunique()} machines")
     med = e.groupby(keys[:-1] + ["epoch"], as_index=False)[["cum_train_s", "test_accuracy"]].median()
     med["batch"] = med["batch_size"].map(lambda b: f"batch {b}")
-    order = by_size(runs[runs["model"].isin(set(med["model"]))])
-    panels = [(p, m, d) for p in machines.by_name(med["place"]) for m in order for d in cpu_first(med["device"])]
-    panels = [
-        (p, m, d) for p, m, d in panels if ((med["place"] == p) & (med["model"] == m) & (med["device"] == d)).any()
-    ]
-    places, models, devices = ({x[i] for x in panels} for i in range(3))
+    networks = by_size(runs[runs["model"].isin(set(med["model"]))])
+    order = [(p, m, d) for p in machines.by_name(med["place"]) for m in networks for d in cpu_first(med["device"])]
+    panels = with_data(med, ["place", "model", "device"], order)
+    places, models, devices = ({key[i] for key, _ in panels} for i in range(3))
     fig, axes = grid(len(panels), 3, size=(5.5, 4))
-    for ax, (place, model, device) in zip(axes, panels):
-        p = med[(med["place"] == place) & (med["model"] == model) & (med["device"] == device)]
+    for ax, ((place, model, device), p) in zip(axes, panels):
         sns.lineplot(data=p, x="cum_train_s", y="test_accuracy", hue="mode", hue_order=ladder_order(med["mode"]), ax=ax,
                      palette=MODE_COLOR, style="batch", style_order=[f"batch {b}" for b in sorted(set(med["batch_size"]))],
                      markers=True)  # fmt: skip

@@ -116,6 +116,13 @@ def place_panels(df) -> list:
     return [(p, d) for p in places_of(df) for d in cpu_first(df[df[col] == p]["device"])]
 
 
+def with_data(df, columns: list, order) -> list[tuple]:
+    """(combination, its rows) of each combination of `columns` in `order` that has rows in df:
+    a panel only for data that exists."""
+    rows = dict(list(df.groupby(columns, sort=False)))
+    return [(key, rows[key]) for key in order if key in rows]
+
+
 def panel_title(base: str, place, model, places, models) -> str:
     """A panel's title: `base`, then the network and the place where there are several."""
     return " — ".join([base] + ([model] if len(models) > 1 else []) + ([place] if len(places) > 1 else []))
