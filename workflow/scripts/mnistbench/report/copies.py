@@ -85,15 +85,10 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
     both["copy_us"] = [copy_seconds(bw, p, d, b * BYTES_PER_SAMPLE) * 1e6 for p, d, _, b in at]
     both["copy_share"] = both["copy_us"] / both["dataloader_step_us"]
     both["note"] = np.where(both["extra_us"] < 0, "dataloader measured faster than module: within the noise", "")
-    for mode in ("dataloader", "module"):
-        share = {}
-        if not prof.empty:
-            p = succeeded(prof[prof["mode"] == mode])
-            share = {
-                (h, d, m, b): t / s
-                for h, d, m, b, t, s in zip(
-                    *(p[k] for k in ["host", *keys[1:]]), p["transfer_us"], p["step_us_profiled"]
-                )
-            }
-        both[f"profiled_{mode}_share"] = [share.get(k, math.nan) for k in at]
+    for mode in ("dataloader", "module"):  # a host's profile is its place's, as its copies are
+        both[f"profiled_{mode}_share"] = math.nan
+        if len(prof):  # the last profile of a combination profiled twice
+            p = succeeded(prof[prof["mode"] == mode]).rename(columns={"host": "place"})
+            p = p.assign(share=p["transfer_us"] / p["step_us_profiled"]).drop_duplicates(keys, keep="last")
+            both[f"profiled_{mode}_share"] = both[keys].merge(p[[*keys, "share"]], on=keys, how="left")["share"]
     return both[cols].sort_values(keys, ignore_index=True)
