@@ -53,9 +53,8 @@ def best(lad: pd.DataFrame, place, device, model, point) -> dict | None:
 
 
 def place_headline(tables: dict, place, label: str = "") -> list[list[dict]]:
-    """A place's headline, one bullet (a list of facts) per device and network: the beginner's code
-    and the best mode at the smallest batch, the best at the largest; on the cpu how far both are
-    from the arithmetic limit; per accelerator, where it overtakes the cpu."""
+    """A place's headline: a bullet (a list of facts) per device and network on its ladder; on the
+    cpu, the arithmetic limit; per accelerator, where it overtakes the cpu."""
     lad = own(tables["ladder"], label)
     h = lad[lad["place"] == place]
     out = []
@@ -98,8 +97,8 @@ def limit_of(tables: dict, place, model) -> float:
 
 
 def limit(tables: dict, place, model, seed, top) -> list[dict]:
-    """How far the beginner's code is from the cpu's arithmetic limit for one sample of the network
-    on one core, and where its time goes instead; the best mode beside it."""
+    """How far the beginner's code (its ops: where its time goes instead) and the best mode are from
+    one cpu core's arithmetic limit per sample."""
     lim = limit_of(tables, place, model)
     if not math.isfinite(lim):
         return []
@@ -138,8 +137,7 @@ def sparse_limit(tables: dict, lad: pd.DataFrame, place, model) -> list[dict]:
 
 
 def accelerator_vs_cpu(spd, cross, place, device, model) -> dict | None:
-    """An accelerator's best mode against the cpu's best at the smallest and the largest batch, and
-    the earliest batch size from which it overtakes the cpu in some mode (the fits' crossover)."""
+    """An accelerator's best mode over the cpu's best at both ends of the grid, and its earliest crossover."""
     tops = spd[(spd["kind"] == "best") & (spd["place"] == place) & (spd["device"] == device) & (spd["model"] == model)]
     tops = tops.sort_values("batch_size")
     points = [
@@ -254,8 +252,7 @@ def ranking(tables: dict, label: str = "") -> list[dict]:
 
 def per_network(m: pd.DataFrame, place) -> list[dict]:
     """One fact per network of a place: from which batch size each accelerator's best mode beats
-    the cpu's best, or, where only the cpu ran, the cpu's best mode at the smallest and the largest
-    batch size."""
+    the cpu's best, or, where only the cpu ran, its best mode at both ends of the grid."""
     out = []
     h = m[m["place"] == place]
     for model in networks_of(h):
@@ -287,8 +284,7 @@ def per_network(m: pd.DataFrame, place) -> list[dict]:
 
 
 def findings(tables: dict, place) -> list[dict]:
-    """A place's findings beyond its headline: fixed costs, crossovers, slowed stretches,
-    speedups, the DataLoader, copies and ops."""
+    """A place's findings beyond its headline."""
     fit, cross, spd, runs = (tables[k] for k in ("fits", "crossover", "speedup", "runs"))
     out = []
     trusted = fit[(fit["place"] == place) & fit["trusted"]]
@@ -358,8 +354,7 @@ def slowed(ok: pd.DataFrame, place) -> list[dict]:
 
 
 def speedups(spd: pd.DataFrame) -> list[dict]:
-    """The largest and the smallest accelerator-over-cpu speedup, the pairs that are the same
-    within noise, and the best mode over the reference mode."""
+    """The extreme accelerator-over-cpu speedups, those within noise, the best mode over the reference."""
     out = []
     hs = spd[spd["kind"] == "device"]
     if len(hs):
@@ -376,9 +371,8 @@ def speedups(spd: pd.DataFrame) -> list[dict]:
 
 
 def speedup_range(spd: pd.DataFrame) -> list[dict]:
-    """The speedup figure's first fact, from the extremes of speedups(): the range of this run's
-    accelerator-over-cpu speedups; without an accelerator, the best mode over the reference mode
-    on the cpu (what the figure then shows)."""
+    """The speedup figure's first fact: the range of this run's accelerator-over-cpu speedups;
+    without an accelerator, the best mode over the reference mode (what the figure then shows)."""
     said = {f["kind"]: f for f in speedups(own(spd))}
     if "speedup_extremes" in said:
         return [dict(kind="speedup_range", lo=said["speedup_extremes"]["lo"], hi=said["speedup_extremes"]["hi"])]
@@ -415,9 +409,8 @@ def ops(prof: pd.DataFrame) -> list[dict]:
 
 
 def collect(tables: dict, cfg: dict) -> dict:
-    """The facts of a run: its headline (per place, or across places), per network, each place's
-    findings, the reference machines', what was set aside, notes, and the facts beside each
-    figure (pages; a figure's title is the first of its page's)."""
+    """Every fact of a run, its reference machines' beside it; a figure's title is the first fact
+    of its page (`pages`)."""
     runs, lad = tables["runs"], own(tables["ladder"])
     places = by_name(lad["place"]) if len(lad) else []
     several = len(places) > 1
@@ -471,8 +464,7 @@ def collect(tables: dict, cfg: dict) -> dict:
 
 
 def headline(tables: dict, label: str = "") -> list[list[dict]]:
-    """This run's (or a reference machine's) headline: one place's own, or the overview across
-    several."""
+    """This run's (or a reference machine's) headline: one place's own, or the overview of several."""
     places = by_name(own(tables["ladder"], label)["place"])
     if len(places) > 1:
         return overview(tables, label)
