@@ -35,8 +35,7 @@ OVERTAKES, FALLS_BEHIND = "slower below, faster above", "faster below, slower ab
 
 
 def placed(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs with the place each is compared at (machines.places), where they have none yet (a table
-    without machines: its hosts)."""
+    """Runs with the place each is compared at (machines.places; without machines, its host)."""
     if "place" in runs.columns:
         return runs
     return machines.places(runs) if "machine" in runs.columns else runs.assign(place=runs.get("host"))
@@ -73,8 +72,7 @@ def by_size(runs: pd.DataFrame) -> list:
 
 
 def network_size(runs: pd.DataFrame, column: str = "flop_per_sample") -> dict:
-    """{network: its FLOP per training sample (or `column`: its parameters)} of these runs (NaN
-    where none recorded it)."""
+    """{network: its FLOP per training sample (or `column`: its parameters), NaN where no run recorded it}."""
     size = pd.to_numeric(runs.get(column, pd.Series(np.nan, index=runs.index)), errors="coerce")
     return size.groupby(runs["model"]).max().to_dict() if len(runs) else {}
 
@@ -93,8 +91,7 @@ def rates(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 
 
 def own(df: pd.DataFrame, label: str = "") -> pd.DataFrame:
-    """The rows of this run (or, with a label, of that reference machine) of a table that may hold
-    reference machines' rows beside this run's."""
+    """This run's rows (or, with a label, that reference machine's) of a table that may hold both."""
     return df[df["reference"].fillna("") == label] if "reference" in df.columns else df
 
 
@@ -135,12 +132,12 @@ def fit_replicates(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) ->
 
 
 def fits(runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None, gflops: dict | None = None) -> pd.DataFrame:
-    """Per place x device x network x mode, step time = a + b · batch size (collect/uncertainty.py's
-    fit_line): a (µs, the fixed cost of a step: Python, dispatch, kernel launches, syncs), b (µs,
-    the cost of one more sample), their intervals and the fit's quality; `trusted` says whether a sentence may quote it. Beside b, the network's FLOP
-    per sample and, on the cpu, its arithmetic limit on one core (`limit_us`, at the place's
-    measured FMA rate, `gflops`: {place: GFLOP/s}). Combinations without a usable run get a row
-    with a note, not a fit."""
+    """Per place x device x network x mode, step time = a + b · batch size (uncertainty.fit_line): a
+    (µs, the fixed cost of a step: Python, dispatch, kernel launches, syncs), b (µs, the cost of one
+    more sample), their intervals and the fit's quality; `trusted`: whether a sentence may quote it.
+    Beside b, the network's FLOP per sample and, on the cpu, its arithmetic limit on one core
+    (`limit_us`, at the place's measured FMA rate, `gflops`: {place: GFLOP/s}). Combinations without
+    a usable run get a row with a note, not a fit."""
     runs = placed(runs)
     fit_reps = fit_replicates(runs, use) if fit_reps is None else fit_reps
     flop, gflops = network_size(runs), gflops or {}
@@ -193,8 +190,7 @@ def effective_flop(model: str, flop_per_sample, nonzero_share) -> float:
 
 
 def limit_us(flop_per_sample, gflops) -> float:
-    """A network's arithmetic limit on one core: µs per training sample at the core's measured
-    peak rate (NaN where either is unknown)."""
+    """A network's arithmetic limit on one core at its peak `gflops`, µs per sample (NaN if either is unknown)."""
     try:
         return float(flop_per_sample) / (float(gflops) * 1e3)
     except (TypeError, ValueError, ZeroDivisionError):
@@ -202,8 +198,7 @@ def limit_us(flop_per_sample, gflops) -> float:
 
 
 def place_gflops(runs: pd.DataFrame, env: pd.DataFrame) -> dict:
-    """{place: its cpu's measured peak GFLOP/s per core} (environment.csv, by the hosts its cpu
-    runs ran on)."""
+    """{place: its cpu's measured peak GFLOP/s per core}, from the hosts its cpu runs ran on."""
     if "fma_gflops" not in env.columns or runs.empty:
         return {}
     rate = pd.to_numeric(env[env["device"] == CPU].set_index("host")["fma_gflops"], errors="coerce").dropna()
@@ -219,10 +214,9 @@ def place_gflops(runs: pd.DataFrame, env: pd.DataFrame) -> dict:
 
 
 def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",), fit_reps: dict | None = None) -> pd.DataFrame:
-    """For every accelerator x network x mode with a cpu run of the same network and mode at the
-    same place: where the fitted lines cross with its interval (over the fits' replicates;
-    `verdict_share` is the share of replicates with the same verdict), and what the measured
-    points say."""
+    """Per accelerator x network x mode with a cpu run of the same network and mode at its place:
+    where the fitted lines cross, with its interval over the fits' replicates (`verdict_share`: the
+    share of replicates with the same verdict), and what the measured points say."""
     runs = placed(runs)
     fit_reps = fit_replicates(runs, use) if fit_reps is None else fit_reps
     med = medians(runs, use)
@@ -249,8 +243,7 @@ def crossover(fit: pd.DataFrame, runs: pd.DataFrame, use=("ok",), fit_reps: dict
 
 
 def verdicts(da, db):
-    """The verdict of an accelerator over the cpu from its extra fixed cost `da` and its saving per
-    sample `db` (numbers or arrays of them)."""
+    """An accelerator's verdict over the cpu from its extra fixed cost `da` and saving per sample `db`."""
     crossing = np.where(da > 0, OVERTAKES, FALLS_BEHIND)
     return np.where((da <= 0) & (db >= 0), FASTER, np.where((da >= 0) & (db <= 0), SLOWER, crossing))
 
@@ -303,7 +296,7 @@ def reference_mode(modes) -> str:
 
 
 def best_modes(med: pd.DataFrame) -> pd.DataFrame:
-    """The fastest mode (its median step time) of each place x device x network x batch size."""
+    """The fastest mode of each place x device x network x batch size."""
     return med.loc[med.groupby(["place", "device", "model", "batch_size"])["step_time_median_s"].idxmin()]
 
 
@@ -421,14 +414,13 @@ def network_map(runs: pd.DataFrame, use=("ok",), reps: dict | None = None) -> pd
 
 
 def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: dict | None = None) -> pd.DataFrame:
-    """Every mode's samples/s (batch size over the median step time) on each place x device x network at the smallest and the
-    largest batch size of that device's grid, in the ladder's order (`order`: its place in
-    catalog.MODES), and its factor over the beginner's code (`seed`) at the same batch size (NaN
-    where seed did not run), each with its interval; `same_as_best`: the interval of the fastest
-    mode's samples/s over this one's contains 1. An accelerator's fastest mode also carries its
-    factor over the cpu's fastest (`over_cpu_best`). On the cpu, `limit_samples_per_s`: the
-    network's dense arithmetic limit on one core (fits' limit_us as samples/s; `gflops`: {place:
-    GFLOP/s}), which a mode that skips arithmetic (`sparse`) can pass."""
+    """Every mode's samples/s (rates()) per place x device x network at both ends of that device's
+    grid, in the ladder's order (`order`: its index in catalog.MODES), and its factor over the beginner's
+    code (`seed`) at the same batch size (NaN where seed did not run), each with its interval;
+    `same_as_best`: the interval of the fastest mode's samples/s over this one's contains 1. An
+    accelerator's fastest mode also carries its factor over the cpu's fastest (`over_cpu_best`). On the
+    cpu, `limit_samples_per_s`: the network's dense arithmetic limit on one core (fits' limit_us as
+    samples/s; `gflops`: {place: GFLOP/s}), which a mode that skips arithmetic (`sparse`) can pass."""
     runs = placed(runs)
     reps = replicates(runs, use) if reps is None else reps
     flop, gflops = network_size(runs), gflops or {}
