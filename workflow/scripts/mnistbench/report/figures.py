@@ -1,10 +1,8 @@
-"""Seaborn figures of the summary tables: one drawing function per entry of catalog.FIGURES.
-
-Each figure is a function that takes data frames (and its title, words.title: the first fact of its
-page) and returns the figure (the tests read its axes, bars, lines and legend), registered with
-`@draws`. With several machines in the data a figure compares them in one panel instead
-(machine_figures.py). To add a figure: its entry in catalog.py, its function here, its page in
-templates/pages.rst.j2 and its caption workflow/report/<name>.rst.
+"""Seaborn figures of the summary tables: one drawing function per entry of catalog.FIGURES, registered
+with `@draws`, that returns its figure (the tests read its axes, bars, lines and legend). With several
+machines in the data a figure compares them in one panel instead (machine_figures.py). To add a figure:
+its entry in catalog.py, its function here, its page in templates/pages.rst.j2 and its caption
+workflow/report/<name>.rst.
 """
 
 import json
@@ -66,11 +64,9 @@ def default(name: str) -> str:
 
 @draws
 def ladder(lad: pd.DataFrame, title: str = default("ladder")) -> object:
-    """The ladder: samples/s of every mode, in the ladder's order, at the smallest and the largest
-    batch size; each bar labelled with its factor over the beginner's code on its device. One row
-    of panels per place x network; with several devices their bars stand side by side (colour =
-    device), with one the colour is the mode's. On the cpu a dashed line marks the network's dense
-    arithmetic limit on one core (`limit_samples_per_s`)."""
+    """Every mode's samples/s at both ends of the grid, each bar labelled with its factor over the
+    beginner's code on its device; with several devices colour = device, with one the mode's. On the
+    cpu a dashed line marks the network's dense arithmetic limit on one core."""
     if lad.empty:
         return note_figure(title, "No mode ran successfully: nothing to draw.")
     if several(lad):
@@ -123,11 +119,9 @@ def ladder(lad: pd.DataFrame, title: str = default("ladder")) -> object:
 
 @draws
 def throughput(runs: pd.DataFrame, fits: pd.DataFrame, use=("ok",), title: str = default("throughput")) -> object:
-    """samples/s against batch size, log-log; colour = device, marker = mode; median over the
-    usable repeats with its 95 % interval as a band, and the fitted B / (a + b·B) as a thin dotted
-    curve. Runs set aside (a noisy or short timing) are drawn hollow. One panel per place x
-    network. With a single device, colour goes to the mode too (one colour would hide which line is
-    which) and the device moves to the panel's title."""
+    """samples/s against batch size: the median over the usable repeats with its 95 % interval as a
+    band, the fitted B / (a + b·B) dotted, runs set aside hollow. With a single device, colour goes
+    to the mode too (one colour would hide which line is which)."""
     runs = placed(runs)
     ok = usable(runs, use).copy()
     if ok.empty:
@@ -224,11 +218,10 @@ def speedup(spd: pd.DataFrame, title: str = default("speedup")) -> object:
 
 @draws
 def map_(m: pd.DataFrame, title: str = default("map")) -> object:
-    """Where the accelerator wins, per network: network size (FLOP per training sample) x batch
-    size; each cell the best accelerator mode's samples/s over the best cpu mode's (blue faster,
-    red slower), and per network the batch size from which the accelerator wins (a black edge),
-    with its 95 % interval as a bar. One panel per place x accelerator. Where no accelerator ran,
-    one panel per place with the cpu's best mode and its samples/s in each cell."""
+    """Where the accelerator wins: network x batch size, each cell the best accelerator mode's
+    samples/s over the best cpu mode's, and per network the batch size from which the accelerator
+    wins (a black edge) with its 95 % interval as a bar. Where no accelerator ran, the cpu's best
+    mode and its samples/s in each cell."""
     if m.empty:
         return note_figure(title, "No network ran successfully: nothing to map.")
     if several(m):
@@ -279,11 +272,10 @@ def map_(m: pd.DataFrame, title: str = default("map")) -> object:
 
 @draws
 def cost(fits: pd.DataFrame, title: str = default("cost")) -> object:
-    """Each mode's cost per sample (the fit's b, with its 95 % interval) against the network's
-    FLOP per training sample, log-log: where b stays flat, overhead per sample (Python, dispatch,
-    memory traffic) sets it; where it grows with the FLOP, arithmetic has taken over. On the cpu
-    the arithmetic limit of one core (FLOP at its measured peak rate) is drawn as a dashed line:
-    no mode on one thread can go below it. Colour = mode, marker = device; one panel per place."""
+    """Each mode's cost per sample (the fit's b) against the network's FLOP per training sample:
+    where b stays flat, overhead per sample (Python, dispatch, memory traffic) sets it; where it
+    grows with the FLOP, arithmetic has taken over. On the cpu, a dashed line at one core's
+    arithmetic limit: no mode on one thread can go below it."""
     f = fits[fits["b_us"].notna() & fits["flop_per_sample"].notna()]
     if f.empty:
         return note_figure(title, "No fit of a + b·batch: nothing to draw (run two or more batch sizes).")
@@ -353,9 +345,8 @@ def breakdown(prof: pd.DataFrame, title: str = default("breakdown")) -> object:
 def accuracy(
     epochs: pd.DataFrame, runs: pd.DataFrame, target=None, use=("ok",), title: str = default("accuracy")
 ) -> object:
-    """Test accuracy after each epoch against cumulative training time (time to accuracy): colour
-    = mode, line style = batch size, one panel per place x network x device; median over the
-    repeats."""
+    """Test accuracy after each epoch against cumulative training time (time to accuracy), the
+    median over the repeats."""
     keys = ["place", "device", "model", "mode", "batch_size", "repeat"]
     runs, epochs = placed(runs), placed(epochs)
     ok = usable(runs, use)[keys]
@@ -390,8 +381,7 @@ def accuracy(
 
 @draws
 def bandwidth(transfer: pd.DataFrame, title: str = default("bandwidth")) -> object:
-    """Copy bandwidth against transfer size, log-log; colour = device (host · device when several
-    hosts), line style = pinned or pageable memory. On the cpu, a host memcpy (the baseline)."""
+    """Copy bandwidth against transfer size, pinned and pageable; on the cpu, a host memcpy (the baseline)."""
     if transfer.empty:
         return note_figure(title, "No copy timings.")
     t = transfer.copy()
@@ -418,8 +408,7 @@ def bandwidth(transfer: pd.DataFrame, title: str = default("bandwidth")) -> obje
 @draws
 def ops(prof: pd.DataFrame, title: str = default("ops")) -> object:
     """Torch ops dispatched per training step (in the step + fetching the batch), per mode; a second
-    row with kernel launches when an accelerator that launches kernels was profiled. A bar per
-    device (and host, and network, where there are several)."""
+    row with kernel launches when an accelerator that launches kernels was profiled."""
     ok = succeeded(prof).copy()
     if ok.empty:
         return note_figure(title, "No profile succeeded: nothing to count.")
@@ -460,9 +449,8 @@ def ops(prof: pd.DataFrame, title: str = default("ops")) -> object:
 
 @draws
 def many(m: pd.DataFrame, title: str = default("many")) -> object:
-    """Model-samples/s of K copies trained at once against K, log-log, with 95 % intervals: one
-    panel per network (columns) and place x device (rows), colour = mode, line style = batch size.
-    A line that rises with K's factor costs nothing per extra copy."""
+    """Model-samples/s of K copies trained at once against K, with 95 % intervals: a line that rises
+    with K's factor costs nothing per extra copy."""
     if m.empty:
         return note_figure(title, "No run trained more than one model at once (models_at_once: [1]).")
     models = by_size(m)
@@ -492,8 +480,8 @@ def many(m: pd.DataFrame, title: str = default("many")) -> object:
 
 
 def render(inp, out, dpi=110, style="whitegrid", target=None, use=("ok",), log=print) -> None:
-    """Read the summary tables and the facts (results/summary/facts.json), draw every figure of the
-    registry that `out` names, each titled by the first fact of its page (words.title)."""
+    """Draw every figure of the registry that `out` names, each titled by the first fact of its page
+    (words.title, from results/summary/facts.json)."""
     sns.set_theme(style=style)
     found = json.loads(open(inp["facts"]).read()) if "facts" in inp.keys() else {}
     tables = {}

@@ -89,8 +89,7 @@ def grid(n_panels: int, ncols: int, size=(6.5, 4.5)):
 
 
 def places_of(df) -> list:
-    """The places of a table in the natural order of their names, this run's first and reference
-    machines' (a `reference` label) after them."""
+    """The places of a table in the natural order of their names, reference machines' last."""
     ref = df["reference"].fillna("").astype(str) if "reference" in df.columns else pd.Series("", index=df.index)
     where = df[where_column(df)]
     return sorted(set(where), key=lambda p: (bool((ref[where == p] != "").any()), machines.natural(p)))
@@ -102,8 +101,7 @@ def where_column(df) -> str:
 
 
 def several(df) -> bool:
-    """Whether a table holds more than one place of this run: figures then compare machines in one
-    panel (machine_figures.py)."""
+    """Whether a table holds more than one place of this run (then machine_figures.py draws it)."""
     if df is None or not len(df):
         return False
     own = df[df["reference"].astype(object).fillna("").astype(str) == ""] if "reference" in df.columns else df
@@ -138,8 +136,7 @@ def titled(fig, title: str) -> plt.Figure:
 
 
 def speedup_cells(ax, table: pd.DataFrame, label: str, **kw) -> None:
-    """A table of speedups as a heatmap on a log2 scale centred on 1 (blue: faster), each cell
-    written as a factor."""
+    """Speedups as a heatmap, log2 centred on 1 (blue: faster), each cell written as a factor."""
     annot = table.map(lambda v: "" if not np.isfinite(v) else numbers.times(v))
     sns.heatmap(np.log2(table), annot=annot, fmt="", cmap="RdBu", center=0, ax=ax, cbar_kws={"label": label},
                 linewidths=0.5, **kw)  # fmt: skip

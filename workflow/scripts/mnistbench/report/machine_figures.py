@@ -90,8 +90,7 @@ def dots(ax, p: pd.DataFrame, value: str, larger_is_faster: bool = True) -> str:
 
 
 def ladder(lad: pd.DataFrame):
-    """The ladder across machines: per device and network, at the smallest and the largest batch,
-    a row per machine (fastest at the top) with every mode's samples/s and its interval."""
+    """The ladder across machines: a row per machine (fastest at the top), a marker per mode."""
     points = [p for p in ("smallest", "largest") if p in set(lad["point"])]
     rows = panels(lad)
     fig, axes = grid(len(rows) * len(points), len(points), size=(6.5 + 1.5 / len(points), rows_height(lad)))
@@ -109,9 +108,8 @@ def ladder(lad: pd.DataFrame):
 
 
 def throughput(med: pd.DataFrame):
-    """samples/s against batch size across machines: per device and network, each machine's best
-    mode (tables.rates) as a thin grey line, the fastest and the slowest at the largest batch size
-    in colour and named."""
+    """samples/s against batch size across machines: each machine's best mode a thin grey line, the
+    fastest and the slowest at the largest batch size in colour and named."""
     best = med.groupby(["place", "device", "model", "batch_size"])["samples_per_s"].max().reset_index()
     rows = panels(best)
     models = {m for _, m in rows}
@@ -137,8 +135,7 @@ def throughput(med: pd.DataFrame):
 
 
 def speedup(data: pd.DataFrame, what: str):
-    """The speedup across machines: per device and network, a row per machine (fastest at the
-    top), a column per batch size, each cell the best mode's speedup there."""
+    """The speedup across machines: a row per machine (fastest at the top), each cell the best mode's."""
     rows = panels(data)
     models = {m for _, m in rows}
     fig, axes = grid(len(rows), 2, size=(2.5 + 1.1 * data["batch_size"].nunique(), rows_height(data)))
@@ -156,10 +153,9 @@ def speedup(data: pd.DataFrame, what: str):
 
 
 def map_(m: pd.DataFrame):
-    """The map across machines: per accelerator (or, where none ran, the cpu), a row per machine
-    (fastest at the top), a column per network; each cell the best accelerator mode over the best
-    cpu mode at the largest batch size and the batch size from which it wins (or the cpu's best
-    samples/s there)."""
+    """The map across machines at the largest batch size: a row per machine (fastest at the top), each
+    cell the best accelerator mode over the best cpu mode and the batch size from which it wins (where
+    no accelerator ran, the cpu's best samples/s)."""
     accelerators = [d for d in cpu_first(m["device"]) if d != CPU]
     order_net = list(dict.fromkeys(m.sort_values(["flop_per_sample", "model"])["model"]))
     fig, axes = grid(len(accelerators or [CPU]), 2, size=(3.5 + 1.6 * len(order_net), rows_height(m)))
@@ -193,9 +189,8 @@ def map_(m: pd.DataFrame):
 
 
 def cost(f: pd.DataFrame):
-    """Cost per sample across machines: per device and network, a row per machine (cheapest at
-    the top) with every mode's b and its interval, and the arithmetic limit of one cpu core of
-    each machine as a black bar."""
+    """Cost per sample across machines: a row per machine (cheapest at the top), every mode's b, and
+    the arithmetic limit of one core of each machine's cpu as a black bar."""
     rows = panels(f)
     fig, axes = grid(len(rows), 2, size=(8, rows_height(f)))
     for ax, (device, model) in zip(axes, rows):
@@ -216,8 +211,7 @@ def cost(f: pd.DataFrame):
 
 
 def breakdown(ok: pd.DataFrame):
-    """Where a step's time goes across machines: one mode (module where it was profiled), per
-    device, network and batch size a row per machine (fastest step at the top)."""
+    """Where a step's time goes across machines, in one mode (module where it was profiled)."""
     mode = "module" if "module" in set(ok["mode"]) else ladder_order(ok["mode"])[0]
     ok = ok[ok["mode"] == mode]
     phases = [c for c in PHASES if c in ok.columns and ok[c].fillna(0).gt(0).any()]
