@@ -35,8 +35,7 @@ def one_at_a_time(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
-    """The `many` table of every usable run (see the module's docstring); empty where no run
-    trained more than one model at once."""
+    """The `many` table (the module's docstring); empty where no run trained several models at once."""
     ok = usable(placed(runs), use)
     if "models_at_once" not in ok.columns or not (pd.to_numeric(ok["models_at_once"]) > 1).any():
         return pd.DataFrame(columns=COLUMNS)
@@ -58,8 +57,7 @@ def table(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     out["best_one"] = out[alone].merge(ones.rename(columns={"mode": "best_one"}), how="left")["best_one"].fillna("")
 
     def over(name: str, other: pd.DataFrame, on: list) -> None:
-        """Column `name`: a row's model-samples/s over that of the row of `other` with the same
-        `on` (NaN where there is none), with its interval."""
+        """Column `name`: a row's model-samples/s over that of `other`'s row with the same `on`."""
         match = out[on].merge(other[[*on, "model_samples_per_s", "reps"]], on=on, how="left")
         out[name] = out["model_samples_per_s"] / match["model_samples_per_s"]
         add_interval_columns(out, name, [mine / theirs for mine, theirs in zip(out["reps"], match["reps"])])
@@ -75,10 +73,9 @@ def table(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 
 
 def facts(m: pd.DataFrame) -> list[dict]:
-    """One fact per place and network: at the smallest batch size and the largest K, the cpu's
-    best mode (its model-samples/s and its gain over one at a time), and for each accelerator the
-    smallest K from which its best mode beats the cpu's best (the interval above 1) or that it
-    never does; where no accelerator ran, that it did not."""
+    """One fact per place and network at the smallest batch size and the largest K: the cpu's best
+    mode, and for each accelerator the smallest K from which its best mode beats the cpu's best (the
+    interval above 1) or that it never does."""
     out = []
     if m.empty:
         return out

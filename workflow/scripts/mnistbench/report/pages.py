@@ -17,9 +17,8 @@ def combination(r, **more) -> dict:
 
 
 def batch_gain(runs: pd.DataFrame, rates: pd.DataFrame) -> list[dict]:
-    """How much a larger batch buys on the first network of the usable `runs`, on their first machine (their samples/s:
-    `rates`, tables.rates): module's gain from the smallest to the largest batch (the tutorial's
-    way; else the largest gain) and the fastest mode at the largest."""
+    """How much a larger batch buys on the first network and machine of the usable `runs` (samples/s:
+    `rates`): module's gain (the tutorial's way; else the largest gain) and the fastest mode at the largest."""
     if runs.empty:
         return []
     first = runs.iloc[0]
@@ -57,8 +56,7 @@ def cost_growth(fit: pd.DataFrame) -> list[dict]:
 
 
 def profiled(prof: pd.DataFrame) -> list[dict]:
-    """Where a profiled step's time goes (module and dataloader), after the slowest step at the
-    smallest batch."""
+    """Where a profiled step's time goes, after the slowest step at the smallest batch."""
     ok = succeeded(prof)
     if ok.empty:
         return []
@@ -86,9 +84,8 @@ def copy_rates(bw: pd.DataFrame) -> list[dict]:
 
 
 def accuracy(runs: pd.DataFrame, target, lr=None, test_samples=None) -> list[dict]:
-    """How many runs reached the target accuracy and the fastest; the runs that learned nothing
-    (at_chance); and where modes that train the same function end at accuracies further apart
-    than a redraw of the test set would move one (chaos)."""
+    """How many runs reached the target accuracy and the fastest; the runs that learned nothing; and
+    where modes that train the same function end further apart than a redraw of the test set would move one (chaos)."""
     ok = succeeded(runs)
     if ok.empty:
         return []
@@ -101,8 +98,7 @@ def accuracy(runs: pd.DataFrame, target, lr=None, test_samples=None) -> list[dic
 
 
 def at_chance(ok: pd.DataFrame) -> list[dict]:
-    """The successful runs whose test accuracy is chance (records.LEARNING: chance_accuracy),
-    grouped per host, device, network and batch size, with their modes."""
+    """The successful runs whose test accuracy is chance (records.LEARNING: chance_accuracy)."""
     acc = pd.to_numeric(ok["test_accuracy"], errors="coerce")
     limit = pd.to_numeric(ok.get("chance_accuracy", pd.Series(math.nan, index=ok.index)), errors="coerce")
     hit = ok[acc <= limit]

@@ -15,9 +15,8 @@ from mnistbench.report import copies, facts, many, tables, words
 
 
 def compute(runs, transfer, prof, env, cfg, references=()) -> dict:
-    """Every table, from data frames (no files); `references`: collect/reference.Reference
-    machines, whose ladder, map and crossovers stand beside this run's (their `reference` column
-    names them)."""
+    """Every table, from data frames; `references`: collect/reference.Reference machines, whose
+    ladder, map and crossovers stand beside this run's (their `reference` column names them)."""
     q = cfg.get("quality") or {}
     use = tuple(q.get("use", ["ok"]))
     # Every table compares runs of one model at a time except `many`, which reads them all.

@@ -51,8 +51,7 @@ def sentences(facts) -> list[str]:
 
 
 def bullets(facts, label: str = "", kind: str = "") -> str:
-    """Facts as a list, a sentence a line, each after `label` where given; `kind` phrases rows of a
-    table (set_aside, disagreeing), which carry none of their own."""
+    """Facts as a list, a sentence a line, after `label`; `kind` phrases rows of a table, which carry none."""
     facts = [dict(f, kind=kind) for f in facts] if kind else facts
     return "".join(f"- {label + ': ' if label else ''}{s}\n" for s in sentences(facts))
 
@@ -82,8 +81,7 @@ def table(df: pd.DataFrame, columns, fmt: str = "rst") -> str:
 
 
 def tidy(text: str) -> str:
-    """One blank line between blocks, one newline at the end: what the templates' conditional
-    blocks leave behind, evened out."""
+    """One blank line between blocks (the templates' conditional blocks leave more), one newline at the end."""
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"
 
 
@@ -92,8 +90,7 @@ def summary_md(facts: dict) -> str:
 
 
 def pages(facts: dict, tables: dict) -> dict:
-    """The run-specific text of the report: {name: rst}: `answer` for the workflow page, and the
-    words beside each figure of the registry (catalog.FIGURES)."""
+    """{name: rst}: `answer` for the workflow page, and the words beside each figure (catalog.FIGURES)."""
     module = environment().get_template("pages.rst.j2").module
     out = {}
     for name in ["answer", *catalog.FIGURES]:
