@@ -62,9 +62,8 @@ def named(title: str, model, models) -> str:
 
 
 def dots(ax, p: pd.DataFrame, value: str, larger_is_faster: bool = True) -> str:
-    """One panel comparing machines: a row per place (fastest at the top, at most MAX_SHOWN), a
-    marker per mode at its `value` (log axis) with its 95 % interval (`value`_lo/_hi) as a line.
-    Returns the note of fastest_first (which places it left out)."""
+    """One panel comparing machines: a row per place (fastest at the top), a marker per mode at its
+    `value` with its 95 % interval (`value`_lo/_hi); returns fastest_first's note of those left out."""
     col = where_column(p)
     per = p.groupby(col)[value].max() if larger_is_faster else -p.groupby(col)[value].min()
     order, note = fastest_first(per)

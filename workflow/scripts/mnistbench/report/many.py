@@ -44,8 +44,7 @@ def table(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     out = ok.groupby(KEYS, as_index=False)["step_time_median_s"].median()
     step, b, k = out["step_time_median_s"], out["batch_size"], out["models_at_once"]
     out["samples_per_s"], out["model_samples_per_s"] = b / step, b * k / step
-    # Model-samples/s on every replicate (all NaN where there are none): each ratio below is
-    # computed again on them for its interval.
+    # Model-samples/s on every replicate (all NaN without): each ratio below takes its interval from them.
     keys = zip(*(out[c] for c in KEYS))
     out["reps"] = [n / uncertainty.medians(drawn[key]) if key in drawn else NAN for n, key in zip(b * k, keys)]
     add_interval_columns(out, "model_samples_per_s", out["reps"])

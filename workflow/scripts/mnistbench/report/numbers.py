@@ -1,10 +1,6 @@
-"""Numbers as the report writes them, each kind in one function: a rate '3.57 M', a duration
-'35 µs', a factor '18×', a share '12 %', a batch size '4,096', FLOP '52.7 kFLOP', and a number
-with its 95 % interval '231× (218–245×)'. The words' templates use them as filters, the figures
-for their labels.
-
-A number with an interval is a dict {"v": value, "lo": low, "hi": high} (num()); a plain float
-has none and is written alone.
+"""Numbers as the report writes them, each kind in one function: the templates' filters and the
+figures' labels. A number with an interval is a dict {"v": value, "lo": low, "hi": high} (num()); a
+plain float has none and is written alone.
 """
 
 import math

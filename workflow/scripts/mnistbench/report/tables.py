@@ -1,13 +1,11 @@
-"""The tables every comparison of the report rests on, computed from the summary tables (pandas +
-numpy): numbers with their 95 % intervals, no words (facts.py says which of them the report states):
-the fits, the crossovers, the speedups, the map and the ladder (the copies and the DataLoader are
-copies.py's).
+"""The tables every comparison of the report rests on (pandas + numpy): numbers with their 95 %
+intervals, no words (facts.py says which of them the report states); the copies and the DataLoader
+are copies.py's.
 
 Every table is per place (measure/machines.py: a machine, or an accelerator beside the cpu it is
-compared with) and per network (the `model` column). Only usable runs count (status ok and a
-timing verdict in `quality.use`). Each derived number is computed again on every replicate of the
-medians it is made of (collect/uncertainty.py); a ratio whose interval contains 1 is
-`same_within_noise`.
+compared with) and per network (the `model` column). Only usable runs count (status ok and a timing
+verdict in `quality.use`). Each derived number is computed again on every replicate of the medians it
+is made of (collect/uncertainty.py); a ratio whose interval contains 1 is `same_within_noise`.
 """
 
 import math
