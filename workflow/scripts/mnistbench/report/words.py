@@ -1,7 +1,6 @@
 """The words of the report: every fact (facts.py) phrased by the one template macro its `kind` names
-(templates/facts.j2), and the documents laid out from them by Jinja2 templates: results/summary.md
-(summary.md.j2) and the report's pages, the workflow page and the text beside each figure
-(pages.rst.j2). Numbers are written by numbers.py, used as the templates' filters."""
+(templates/facts.j2), and the documents laid out from them: results/summary.md (summary.md.j2) and the
+report's pages, the workflow page and the text beside each figure (pages.rst.j2)."""
 
 import functools
 import re
@@ -26,9 +25,8 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     for name, fmt in numbers.FORMATS.items():
-        # `x|rate` writes a number, with its interval where it has one (numbers.num)
+        # `x|rate`: a number, with its interval where it has one (numbers.num); `x|ci_rate`: the interval
         env.filters[name] = lambda n, *args, fmt=fmt: numbers.with_interval(n, lambda v: fmt(v, *args))
-    for name, fmt in numbers.FORMATS.items():  # `x|ci_rate`: only the interval, after a number said apart
         env.filters[f"ci_{name}"] = lambda n, fmt=fmt: numbers.interval(n, fmt)
     env.filters["say"] = say
     env.filters["say_as"] = lambda row, kind: say(dict(row, kind=kind))
