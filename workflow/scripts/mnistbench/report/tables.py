@@ -452,8 +452,7 @@ def ladder(runs: pd.DataFrame, use=("ok",), reps: dict | None = None, gflops: di
 
 
 def over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
-    """On each accelerator's fastest mode: its samples/s over the cpu's fastest mode at the same
-    place, network and batch size (`over_cpu_best`, with its interval)."""
+    """On each accelerator's fastest mode, `over_cpu_best`: its samples/s over the cpu's fastest there."""
     for c in ("over_cpu_best", "over_cpu_best_lo", "over_cpu_best_hi"):
         lad[c] = math.nan
     top = lad.loc[lad.groupby(["place", "device", "model", "batch_size"])["samples_per_s"].idxmax()].reset_index()
@@ -470,8 +469,7 @@ def over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
 
 
 def set_aside(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
-    """Runs kept out of the medians, fits, speedups and sentences (a failed status, or a timing
-    verdict not in `use`), and why."""
+    """Runs kept out of the analysis (a failed status, or a timing verdict not in `use`), and why."""
     cols = ["host", "device", "model", "mode", "batch_size", "repeat", "status", "quality", "reason"]
     out = runs[~runs.index.isin(usable(runs, use).index)]
     out = out.reindex(columns=list(dict.fromkeys([*out.columns, "message", "quality", "quality_note"])))
