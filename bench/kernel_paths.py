@@ -20,7 +20,7 @@ import time
 
 import torch
 from common import NETWORK, data
-from mnistbench.train import kernel, nets
+from mnistbench.train import kernel, native, nets
 
 ROWS_PER_CALL = 256  # as the kernel mode: many steps per call below 256 rows per step
 LR = 0.01
@@ -79,8 +79,8 @@ def init(sizes, seed: int = 0) -> dict:
 
 
 def generic_path(lib, sizes, d: dict, batch: int):
-    """(call, rows): mlp_steps through kernel.Net, one thread."""
-    net = kernel.Net(lib, sizes, init(sizes), threads=1)
+    """(call, rows): mlp_steps through native.Net, one thread."""
+    net = native.Net(lib, sizes, init(sizes), threads=1)
     steps, rows, rows_of = chunks(d, batch)
 
     def call(i):

@@ -1,5 +1,5 @@
 """kernel.c's sgd_steps, many SGD steps per call, held step by step to float64 autograd; and its
-generic path (mlp_steps, through kernel.Net) on networks of every depth and width, held the same.
+generic path (mlp_steps, through native.Net) on networks of every depth and width, held the same.
 
 Called through ctypes the way a mode calls it: contiguous float32 tensors by data_ptr(), W1
 passed transposed ([784, 16]). Nothing here depends on speed.
@@ -7,11 +7,15 @@ passed transposed ([784, 16]). Nothing here depends on speed.
 
 import ctypes
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
+from conftest import REPO
 from mnistbench.config import networks
-from mnistbench.train import kernel, nets
+from mnistbench.train import kernel, native, nets
 
 SEED = networks.network(networks.SEED_NETWORK)  # the network of sgd_steps, the fast path: 784-16-16-10
 NAMES = nets.names(SEED)
@@ -32,6 +36,19 @@ def lib(request):
     if why:
         pytest.skip(why)
     return kernel.load(request.param)
+
+
+def test_asking_whether_the_kernel_builds_here_loads_no_torch():
+    """Every snakemake call reads the Snakefile, which asks whether this machine builds kernel.c
+    (train/needs.py) for each mode of the grid: the answer must not load torch, which took 1.9 s of
+    a 4 s dry run of the default config when the ctypes wrappers lived beside the build."""
+    imports = [ln for ln in (REPO / "workflow/rules/common.smk").read_text().splitlines() if ln.startswith("from ")]
+    ask = "from mnistbench.config import catalog\nfor m in catalog.MODES: needs.why_not(m, 'cpu')"
+    code = "\n".join([*imports, ask, "import sys; print('torch' in sys.modules, needs.why_not('kernel', 'cpu'))"])
+    env = dict(os.environ, PYTHONPATH=str(REPO / "workflow" / "scripts"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["False", "None"], out.stdout
 
 
 def data(n, seed=0):
@@ -146,7 +163,7 @@ def test_fma_rate_is_a_rate_and_the_limit_follows_from_it(lib):
     assert math.isfinite(rate) and best / 4 < rate < best * 4, (rate, best)
 
 
-# ---- The generic path (mlp_steps through kernel.Net): any network 784 -> w1..wL -> 10 ----------
+# ---- The generic path (mlp_steps through native.Net): any network 784 -> w1..wL -> 10 ----------
 
 # Widths that are not multiples of the 16-float pad or of any vector (1, 7, 17, 33, 5), one wider
 # than the batch-1 path's strips (300), the seed's hidden shape, depth 8, and a hidden-to-hidden
@@ -194,9 +211,9 @@ def mlp_reference(p, x, y, batch, loss, lr):
 
 
 def net_run(lib, sizes, p, x, t, batch, loss, lr, calls, threads=1):
-    """kernel.Net trained by one steps() call per entry of `calls` (steps per call) on consecutive
+    """native.Net trained by one steps() call per entry of `calls` (steps per call) on consecutive
     rows; returns the Net, after checking that every pad of its storage is still exactly 0."""
-    net = kernel.Net(lib, sizes, p, threads)
+    net = native.Net(lib, sizes, p, threads)
     row = 0
     for n in calls:
         net.steps(x[row : row + n * batch], t[row : row + n * batch], n, batch, lr, loss != "cross_entropy")
@@ -248,7 +265,7 @@ def test_generic_path_on_the_seed_shape_is_the_fast_path(lib, batch, calls, thre
 def test_net_params_are_live_views_in_nn_linear_layout(lib):
     sizes = (784, 20, 10)
     p = mlp_init(sizes, 13)
-    net = kernel.Net(lib, sizes, p, 1)
+    net = native.Net(lib, sizes, p, 1)
     before = net.params()
     for k in p:
         assert before[k].shape == p[k].shape and torch.equal(before[k], p[k]), k
@@ -264,7 +281,7 @@ def test_net_params_are_live_views_in_nn_linear_layout(lib):
 def test_a_call_of_no_steps_changes_nothing_in_the_generic_path(lib):
     sizes = (784, 5, 10)
     p = mlp_init(sizes, 15)
-    net = kernel.Net(lib, sizes, p, 1)
+    net = native.Net(lib, sizes, p, 1)
     x, _, t = data(2, seed=16)
     for batch in (1, 2):
         net.steps(x, t, 0, batch, 0.5, False)
@@ -278,7 +295,7 @@ def test_shapes_outside_the_family_are_refused(lib, sizes):
     before the kernel sees them, and the kernel itself does nothing with them."""
     p = mlp_init([max(s, 1) for s in sizes], 17)
     with pytest.raises(ValueError, match="family"):
-        kernel.Net(lib, sizes, p, 1)
+        native.Net(lib, sizes, p, 1)
     c_sizes = (ctypes.c_int * len(sizes))(*sizes)
     assert lib.mlp_work_floats(1, len(sizes) - 1, c_sizes, 1) == -1
     assert lib.mlp_steps(0, 0, 1, 1, len(sizes) - 1, c_sizes, 0, 0, 0.5, 0, 1, 0) == -1

@@ -13,7 +13,7 @@ from beginner_reference import train_step as beginner_step
 from conftest import REPO
 from mnistbench.config import catalog, devices, networks
 from mnistbench.data import download
-from mnistbench.train import kernel, nets, runner, trainer
+from mnistbench.train import kernel, native, nets, runner, trainer
 from mnistbench.train.modes import Manual, Numpy, Seed, implementation
 from mnistbench.train.native import nonzero_share
 from mnistbench.train.needs import exists
@@ -429,7 +429,7 @@ def test_sparse_builds_its_lists_once_and_counts_them_in_its_one_off_cost(monkey
     items = list(mode.epoch(data, perm))
     built = mode.prepared_s
     assert built > 0
-    monkeypatch.setattr(kernel.Lists, "of", None)  # a rebuild would fail
+    monkeypatch.setattr(native.Lists, "of", None)  # a rebuild would fail
     again = list(mode.epoch(data, torch.arange(40)))
     assert mode.prepared_s == built and sum(i[0].shape[0] for i in again) == 40
     monkeypatch.undo()
@@ -460,13 +460,13 @@ def test_sparse_running_row_sum_does_not_drift_over_an_epoch():
     lib = kernel.load()
     background = float(torch.mode(x[:256].reshape(-1)).values)
     assert background != 0.0
-    net = kernel.SparseNet(lib, s.network.sizes, p, 1, background)
+    net = native.SparseNet(lib, s.network.sizes, p, 1, background)
 
     def drift():
         exact = net.wt[0][:784].double().sum(0)
         return float((net.s.double() - exact).abs().max() / exact.abs().max())
 
-    lists = kernel.Lists.of(x, background, 16)
+    lists = native.Lists.of(x, background, 16)
     net.steps(lists, t, 60000, 1, 0.05, False)
     epoch = drift()
     steps = implementation("kernel").ROWS_PER_CALL
