@@ -533,8 +533,7 @@ class Numpy(Mode):
         self.g = {k: np.empty_like(v) for k, v in self.np.items()}
         # Per layer: its weight, bias and their gradients (updated in place, so named once here).
         names = [(f"w{i}", f"b{i}") for i in range(1, len(sizes))]
-        # A copy's bias broadcast over the batch's rows ([K, 1, width] for K copies), its weight
-        # transposed as a view.
+        # A copy's bias broadcast over the batch's rows: [K, 1, width] for K copies.
         bias = (lambda v: v[:, None, :]) if k > 1 else (lambda v: v)  # noqa: E731
         self.layers = [(self.np[w], bias(self.np[b]), self.g[w], self.g[b]) for w, b in names]
 

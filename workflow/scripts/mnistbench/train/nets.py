@@ -125,13 +125,17 @@ def family_module(p: dict) -> nn.Sequential:
     return nn.Sequential(*parts[:-1])
 
 
+def family_names(net: nn.Module) -> dict:
+    """{a family_module parameter's name: its name in init_params}: the i-th linear layer's weight
+    and bias are w{i} and b{i}."""
+    linears = [n for n, m in net.named_modules() if isinstance(m, nn.Linear)]
+    return {f"{n}.{w}": f"{w[0]}{i}" for i, n in enumerate(linears, 1) for w in ("weight", "bias")}
+
+
 def family_params(net: nn.Sequential) -> dict:
     """The parameters of a family_module, named as init_params names them (no copies)."""
-    linears = [m for m in net if isinstance(m, nn.Linear)]
-    p = {}
-    for i, layer in enumerate(linears, start=1):
-        p[f"w{i}"], p[f"b{i}"] = layer.weight.detach(), layer.bias.detach()
-    return p
+    names = family_names(net)
+    return {names[k]: v.detach() for k, v in net.named_parameters()}
 
 
 _classes = {}
@@ -285,10 +289,7 @@ def copies(state: dict, models_at_once: int) -> list[dict]:
 
 def state_names(s: Spec, net: nn.Module) -> dict:
     """{a module parameter's name: its name in initial_state} of a module made by `module`."""
-    if not s.network.family:
-        return {k: k for k, _ in net.named_parameters()}
-    linears = [n for n, m in net.named_modules() if isinstance(m, nn.Linear)]
-    return {f"{n}.{w}": f"{w[0]}{i}" for i, n in enumerate(linears, 1) for w in ("weight", "bias")}
+    return family_names(net) if s.network.family else {k: k for k, _ in net.named_parameters()}
 
 
 def module(s: Spec, state: dict, device) -> nn.Module:

@@ -69,8 +69,9 @@ def train(
     """Returns (row, record): the CSV row, and the JSON record (environment, settings, per-epoch
     metrics, every attempt's evidence, the kept attempt's step times). `network` is a `models`
     entry; models_at_once (K) copies of it train together, and their losses and accuracies are
-    the means of the copies'. Failures that belong in the results (oom, diverged, unsupported, a user's module that
-    cannot be trained) become the row's status; an absent device raises BenchError."""
+    the means of the copies'. Failures that belong in the results (oom, diverged, unsupported, a
+    user's module that cannot be trained) become the row's status; an absent device raises
+    BenchError."""
     threads = runner.use_threads(cfg)
     devices.prepare(device)
     try:
@@ -94,9 +95,7 @@ def train(
     record = dict(environment=environment.describe(device, threads, cfg), settings=depends.settings(cfg), row=row)
     record.update(epochs=[], step_times_rle=[], attempts=[])
     try:
-        status, message = _train(
-            cfg, data_path, device, s, mode, (batch_size, models_at_once), repeat, row, record, log
-        )
+        status, message = _train(cfg, data_path, device, s, mode, batch_size, models_at_once, repeat, row, record, log)
     except BenchError:
         raise  # the job's own failure (data, a missing tool): one line, no row
     except runner.recorded(s) as e:  # torch.OutOfMemoryError is a RuntimeError
@@ -106,8 +105,7 @@ def train(
     return row, record
 
 
-def _train(cfg, data_path, device, s, mode, sizes, repeat, row, record, log):
-    batch_size, k = sizes
+def _train(cfg, data_path, device, s, mode, batch_size, k, repeat, row, record, log):
     home = "cpu" if implementation(mode).host_data else device  # only `dataloader` keeps the data on the host
     tensors = load_tensors(data_path, home)
     n, n_test = cfg["train_samples"], cfg["test_samples"]
@@ -160,7 +158,7 @@ def _train(cfg, data_path, device, s, mode, sizes, repeat, row, record, log):
             last = record["attempts"][-1]
             log(f"retiming (attempt {attempt}) after waiting {waited:.1f} s: the last timing was {last['quality']}")
         try:
-            a = _attempt(cfg, data, test, device, s, mode, sizes, repeat, warmup, log)
+            a = _attempt(cfg, data, test, device, s, mode, batch_size, k, repeat, warmup, log)
         except (Unsupported, RuntimeError) as e:  # e.g. out of memory in a retime
             if kept is None:
                 raise
@@ -218,12 +216,11 @@ def went_wrong(initial_loss: float, final_loss: float, accuracy: float, chance: 
     return None
 
 
-def _attempt(cfg, data, test, device, s, mode, sizes, repeat, warmup, log) -> dict:
+def _attempt(cfg, data, test, device, s, mode, batch_size, k, repeat, warmup, log) -> dict:
     """One timed training run from the repeat's initial weights: the row's timing fields, the
     evidence of what else ran, and the verdict."""
     n = len(data["x"])
     home = data["x"].device
-    batch_size, k = sizes
     trainer = runner.build(cfg, s, mode, device, batch_size, repeat, k)
     out = dict(status="ok", message="")
 
