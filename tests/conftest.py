@@ -25,8 +25,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 from mnistbench.data import download, preload, synthetic  # noqa: E402
+from snakemake_fork import Client  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+FORKED = Client()  # this test process's Snakemake fork server (conftest.snakemake)
 
 
 def pytest_collection_modifyitems(items):
@@ -49,6 +51,7 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+    FORKED.close()
     with contextlib.suppress(OSError):
         os.unlink(os.environ["MNISTBENCH_TIMED_SLOT"])
 
@@ -140,13 +143,12 @@ def tiny_config(url, md5, **overrides) -> dict:
 def snakemake(
     workdir: Path, cfg: dict, *args, check=True, repo=REPO, python=sys.executable
 ) -> subprocess.CompletedProcess:
-    """Run the real snakemake on the repository's Snakefile (or a copy's) in `workdir` with config `cfg`."""
+    """Run the real snakemake on the repository's Snakefile (or a copy's) in `workdir` with config
+    `cfg`: `python -m snakemake ...`, or with this interpreter, the same command line in a process
+    forked from one that has imported Snakemake already (tests/snakemake_fork.py)."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [
-        str(python),
-        "-m",
-        "snakemake",
+    argv = [
         "--snakefile",
         str(repo / "Snakefile"),
         "--directory",
@@ -157,7 +159,11 @@ def snakemake(
         "2",
         *args,
     ]
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
+    if str(python) == sys.executable:
+        proc = FORKED.run(argv, cwd=workdir, timeout=1800)
+    else:
+        cmd = [str(python), "-m", "snakemake", *argv]
+        proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
     return proc
