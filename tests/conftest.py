@@ -57,8 +57,9 @@ def pytest_unconfigure(config):
 
 
 # Modules whose tests share what their module-scoped fixtures make (one cluster, one finished
-# pipeline, one run of the Triton interpreter): each runs whole in one test process.
-WHOLE_MODULES = {"test_slurm.py", "test_pipeline.py", "test_persistent.py"}
+# pipeline, one run of the Triton interpreter, the pipeline over the users' modules): each runs
+# whole in one test process, which makes it once (spread over two, both would make it).
+WHOLE_MODULES = {"test_slurm.py", "test_pipeline.py", "test_persistent.py", "test_models.py"}
 
 
 @pytest.hookimpl(optionalhook=True)
