@@ -9,6 +9,8 @@ import time
 import pytest
 from snakemake_fork import Client
 
+pytestmark = pytest.mark.slow  # each case starts Snakemake as a plain process too
+
 SNAKEFILE = """
 import os, sys
 print("parsed in", os.getcwd(), "with", os.environ.get("FORK_TEST"), "first path", sys.path[0], file=sys.stderr)
