@@ -30,8 +30,7 @@ def serve():
     main = Path(snakemake.cli.__file__).with_name("__main__.py")
     for line in sys.stdin:
         req = json.loads(line)
-        sys.stdout.flush()
-        pid = os.fork()
+        pid = os.fork()  # every line this server prints is flushed: the child inherits no buffer
         if pid == 0:
             run_child(snakemake.cli.main, str(main), req)
         print(json.dumps(dict(pid=pid)), flush=True)
@@ -51,7 +50,6 @@ def run_child(main, argv0: str, req: dict):
         os.dup2(os.open(req["stderr"], os.O_WRONLY), 2)
         sys.path.insert(0, req["cwd"])
         sys.argv = [argv0, *req["argv"]]
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         main(req["argv"])
         code = 0
     except SystemExit as e:  # as the interpreter turns sys.exit's argument into a status
