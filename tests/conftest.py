@@ -225,11 +225,12 @@ def mnist_data(mirror, tmp_path_factory) -> Path:
     return wd
 
 
-def with_data(mnist_data: Path, wd: Path) -> Path:
+def with_data(mnist_data: Path, wd: Path, parts=DATA) -> Path:
     """wd, holding the session's downloaded and preloaded data with Snakemake's records of them
     (file times kept), so that a run there finds them up to date. Its config must name the same
-    mirror data and devices (`tiny_config`, cpu)."""
-    for part in DATA:
+    mirror data (`tiny_config`: the synthetic files, from any mirror) and devices (cpu). `parts`:
+    fewer of DATA, e.g. without results/preload for a run that must preload itself."""
+    for part in parts:
         shutil.copytree(mnist_data / part, wd / part, symlinks=True)
     return wd
 

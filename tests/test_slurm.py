@@ -35,7 +35,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPO, QuietHandler, snakemake, tiny_config
+from conftest import DATA, REPO, QuietHandler, tiny_config, with_data
 from mnistbench.data import synthetic
 from mnistbench.measure import machines
 from mnistbench.report import summary, words
@@ -306,23 +306,25 @@ def failed_run(cl: Cluster, wd: Path, started: Started, t0: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(cluster, node_mirror, tmp_path_factory):
+def runs(cluster, node_mirror, mirror, mnist_data, tmp_path_factory):
     """Every run the tests read, on one cluster, side by side: the Slurm runs mostly wait for
     their jobs and for the plugin's status checks.
 
     - cpu: the whole pipeline, devices [cpu], through Slurm. Its timed jobs (train, profile) run
       side by side (`--resources timed_jobs=...`, the README's way of lifting the limit), each
       with a node of its own (slurm.exclusive): the repeats of a combination run on two nodes.
-    - local: the same config locally (`--cores 2`).
+    - local: the same config locally (`--cores 2`), from the session's downloaded and preloaded
+      data (conftest.with_data).
     - cuda: only the cuda train jobs of one combination, once per GPU model (slurm.gpu_models),
-      in a folder where a local run made the preloaded data first (and mtime triggers keep the
-      changed `devices` from re-running preload).
+      in a folder that holds the session's preloaded data (and mtime triggers keep the changed
+      `devices` from re-running preload).
     - readme: README.md's Slurm example, run exactly as written from the repository's root, in a
-      folder where a local run downloaded the data first, with what a test must add: the folders,
+      folder that holds the session's downloaded data only, with what a test must add: the folders,
       a config file with the tiny grid, the mirror and two GPU models, and the 2 s first status
       check.
     """
     url, md5 = node_mirror
+    assert md5 == mirror[1]  # the loopback mirror's files, which conftest.mnist_data downloaded
     cfg = tiny_config(
         url,
         md5,
@@ -338,6 +340,11 @@ def runs(cluster, node_mirror, tmp_path_factory):
     logs = tmp_path_factory.mktemp("logs")
     names = ("slurm_cpu", "local_cpu", "cuda", "readme")
     wd, local, cuda_wd, readme_wd = (tmp_path_factory.mktemp(name) for name in names)
+    # Only the cpu run downloads and preloads through Slurm; the others start from the session's
+    # data, the README run without the preloaded tensors (it submits preload, to a GPU node).
+    with_data(mnist_data, local)
+    with_data(mnist_data, cuda_wd)
+    with_data(mnist_data, readme_wd, parts=[p for p in DATA if p != "results/preload"])
     started = []
 
     def start(name, cmd):
@@ -348,9 +355,6 @@ def runs(cluster, node_mirror, tmp_path_factory):
         t0 = since()
         cpu = start("cpu", slurm_command(wd, cfg, "--resources", f"timed_jobs={TIMED_JOBS}"))
         local_run = start("local", local_command(local, cfg))
-        # What the two failing runs start from, made locally.
-        snakemake(cuda_wd, cfg, "results/preload/mnist.pt")
-        snakemake(readme_wd, cfg, "download_mnist")
         cuda_cfg = dict(cfg, devices=["cpu", "cuda"], slurm=two_models)
         args = [*CUDA_TARGETS.values(), "--rerun-triggers", "mtime", "--resources", f"timed_jobs={len(GPU_MODELS)}"]
         cuda = start("cuda", slurm_command(cuda_wd, cuda_cfg, *args, config_name="cuda.yaml"))
