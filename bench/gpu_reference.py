@@ -260,6 +260,14 @@ def reason_of(log: Path, workdir: Path | None = None) -> str:
     return last_error(lines) or (lines[-1][:400] if lines else "")
 
 
+def interruptible() -> None:
+    """In a step's process before it starts its command: the interrupt that stop() sends is
+    heard. This script started in the background by a shell (or by any parent that ignores
+    SIGINT) would pass SIGINT on ignored, and every step stopped at its deadline would then wait
+    GRACE_S for the kill instead of ending itself (Snakemake cancelling its jobs)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def stop(proc: subprocess.Popen) -> None:
     """Interrupt a step's whole process group (Snakemake then cancels its jobs, pytest writes its
     report), and kill what is left after GRACE_S."""
@@ -290,7 +298,13 @@ def run(step: Step, cmd: list, timeout: float, env: dict, log_path: Path, say, s
         log.flush()
         try:
             proc = subprocess.Popen(
-                [str(c) for c in cmd], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                [str(c) for c in cmd],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=interruptible,  # this script runs no threads: safe before exec
             )
         except OSError as e:
             step.status, step.reason = "failed", f"could not start: {e}"

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tarfile
@@ -91,6 +92,20 @@ def test_a_step_past_its_time_is_stopped_and_recorded(tmp_path):
     assert step.status == "timed_out" and step.wall_s < 30, step
     assert step.reason == "stopped after 1 s (its share of the budget)"
     assert "started" in (tmp_path / "slow.log").read_text()
+
+
+def test_a_step_stops_at_its_deadline_where_this_script_ignores_interrupts(tmp_path):
+    """Started in the background by a shell, this script inherits SIGINT ignored; its steps still
+    end on the interrupt at their deadline instead of waiting for the kill."""
+    gr = module()
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as this test process's children inherit it
+    try:
+        ignoring = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(120)"]
+        step = gr.run(gr.Step("slow"), ignoring, 2, dict(os.environ), tmp_path / "slow.log", lambda line: None)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert step.status == "timed_out" and step.exit_status == -signal.SIGINT, step
+    assert step.wall_s < 2 + gr.GRACE_S, step
 
 
 def test_a_failed_step_says_why_in_one_line(tmp_path):
