@@ -15,6 +15,7 @@ import pytest
 import torch
 from conftest import REPO
 from mnistbench.config import networks
+from mnistbench.data import synthetic
 from mnistbench.train import kernel, native, nets
 
 SEED = networks.network(networks.SEED_NETWORK)  # the network of sgd_steps, the fast path: 784-16-16-10
@@ -299,3 +300,77 @@ def test_shapes_outside_the_family_are_refused(lib, sizes):
     c_sizes = (ctypes.c_int * len(sizes))(*sizes)
     assert lib.mlp_work_floats(1, len(sizes) - 1, c_sizes, 1) == -1
     assert lib.mlp_steps(0, 0, 1, 1, len(sizes) - 1, c_sizes, 0, 0, 0.5, 0, 1, 0) == -1
+
+
+# ---- denormal numbers: every call computes with them flushed, and leaves the threads as it found them
+
+
+def flush_calls(lib):
+    """{name: a call} for every entry point a mode calls, each on a path that runs in the calling
+    thread alone (batch 1) and on one that splits its work among a team of 2 threads (batch 256)."""
+    seed, x, t = nets.init_params(SEED, "default", 8), *data(256, seed=6)[::2]
+    calls = {}
+    for batch in (1, 256):
+        steps = 256 // batch
+        calls[f"sgd_steps batch {batch}"] = lambda b=batch: kernel_run(
+            lib, seed, x, t, b, "cross_entropy", 0.5, [256 // b], 2
+        )
+        for net in ("mlp-16-16", "mlp-64-48"):
+            spec = networks.network(net)
+            mlp = native.Net(lib, spec.sizes, nets.init_params(spec, "default", 9), 2)
+            calls[f"mlp_steps {net} batch {batch}"] = lambda n=mlp, s=steps, b=batch: n.steps(x, t, s, b, 0.5, False)
+            sparse = native.SparseNet(lib, spec.sizes, nets.init_params(spec, "default", 10), 2)
+            rows = native.Lists.of(torch.where(x > 0.5, x, 0.0), 0.0, spec.sizes[1])
+            calls[f"sparse_steps {net} batch {batch}"] = lambda n=sparse, r=rows, s=steps, b=batch: n.steps(
+                r, t, s, b, 0.5, False
+            )
+    return calls
+
+
+@pytest.mark.parametrize("torch_flushes", [False, True], ids=["torch computes denormals", "torch flushes them"])
+def test_every_call_flushes_denormals_in_every_thread_and_restores_the_callers_state(lib, torch_flushes):
+    """Inside every call each place that computes (the calling thread, each thread of a team) has
+    flush-to-zero and denormals-are-zero set; after it, the calling thread's state is torch's own
+    again (as torch.set_flush_denormal left it, either way) and so is the pool's."""
+    if not lib.fp_flushes():
+        pytest.skip("kernel.c cannot set the flush state on this cpu (neither x86 nor aarch64)")
+    if not torch.set_flush_denormal(torch_flushes):
+        pytest.skip("torch cannot flush denormals on this cpu")
+    watch, seen, noted = (ctypes.c_int.in_dll(lib, name) for name in ("fp_watch", "fp_seen", "fp_noted"))
+    try:
+        mine, team = lib.fp_mode(), lib.fp_team_mode(2)
+        assert mine == (3 if torch_flushes else 0)  # the premise: torch's setting is this thread's state
+        for name, call in flush_calls(lib).items():
+            seen.value, noted.value, watch.value = 3, 0, 1
+            try:
+                call()
+            finally:
+                watch.value = 0
+            assert noted.value > 0 and seen.value == 3, (name, noted.value, seen.value)
+            assert lib.fp_mode() == mine and lib.fp_team_mode(2) == team, name
+            # torch's own arithmetic in this thread is as before: 1e-39 survives unless torch flushes
+            assert (torch.full((1,), 1e-39) * 2).item() == (0.0 if torch_flushes else pytest.approx(2e-39, rel=1e-3))
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def test_per_sample_sgd_on_handwriting_like_digits_meets_denormal_numbers():
+    """The premise of the flush: per-sample SGD at lr 0.5 on MNIST-like data saturates hidden units
+    until their derivatives and the updates they scale fall below float32's smallest normal
+    number. With flushing off, one batch-1 epoch of the kernel raises the cpu's denormal or
+    underflow flag: they occur in this workload on any cpu, also on one that computes them at
+    full speed, where no timing would show it."""
+    lib = kernel.load()
+    if not lib.fp_flushes():
+        pytest.skip("kernel.c cannot read the status flags on this cpu (neither x86 nor aarch64)")
+    x, y = synthetic.digits(16384, seed=0)
+    t = torch.nn.functional.one_hot(y, 10).float()
+    net = native.Net(lib, SEED.sizes, nets.init_params(SEED, "default", 0), 1)
+    kernel.flush_denormals(lib, False)
+    lib.fp_status(1)
+    try:
+        net.steps(x, t, len(x), 1, 0.5, False)
+    finally:
+        raised = lib.fp_status(1)
+        kernel.flush_denormals(lib, True)
+    assert raised, "no denormal operand and no underflow in an epoch: the workload no longer saturates"

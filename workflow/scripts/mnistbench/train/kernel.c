@@ -31,6 +31,153 @@ enum { G_W1 = 0, G_B1 = D0 * L, G_W2 = G_B1 + L, G_B2 = G_W2 + D2 * L, G_W3 = G_
 /* The step's transposed copies of the small weights (W3^T zero-padded to 16 columns). */
 enum { P_W2T = 0, P_W3T = P_W2T + D1 * L, P_N = P_W3T + D2 * L };
 
+/* ---- Denormal numbers are flushed -------------------------------------------------------------
+
+Per-sample SGD at a high learning rate saturates the sigmoids and the softmax: their derivatives,
+the products with them and the updates fall below float32's smallest normal number (1.2e-38).
+Some cpus (Intel's among them) take a microcode assist of the order of 100 cycles for each
+operation on such a denormal operand or result; others compute them at full speed. So that a
+mode's speed does not depend on which, every call into this file computes with denormals flushed
+to zero: flush-to-zero (a denormal result becomes 0) and denormals-are-zero (a denormal operand
+reads as 0), as TensorFlow does by default and torch.set_flush_denormal(True) does for torch. The
+control register is per thread: the state is set on entry in the calling thread and in each
+thread of every team (SPLIT), and each thread's own flush bits are restored when it leaves, so
+torch's pool, which these teams are, computes after a call as before it. Status flags raised
+during the call stay raised, as any computation leaves them. Only values below 1.2e-38 change.
+
+x86: MXCSR's FTZ (bit 15) and DAZ (bit 6). aarch64: FPCR.FZ (bit 24), which flushes denormal
+operands and results alike. Elsewhere nothing is set: fp_flushes() says 0 and kernel.py says so.
+`flush_denormals` = 0 computes with denormals (the caller's flush bits cleared for the call, then
+restored): what the tests and the benches compare with. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+typedef unsigned fp_t;
+enum { FP_FLUSH = 0x8040, FP_FTZ = 0x8000, FP_DAZ = 0x0040, FP_DENORMAL = 0x0002, FP_UNDERFLOW = 0x0010 };
+static inline fp_t fp_control(void) { return _mm_getcsr(); }
+static inline void fp_set_control(fp_t v) { _mm_setcsr(v); }
+static inline fp_t fp_status_bits(void) { return _mm_getcsr(); }
+static inline void fp_clear_status(void) { _mm_setcsr(_mm_getcsr() & ~0x3Fu); }
+#elif defined(__aarch64__)
+typedef unsigned long fp_t;
+enum { FP_FLUSH = 1 << 24, FP_FTZ = 1 << 24, FP_DAZ = 1 << 24, FP_DENORMAL = 1 << 7, FP_UNDERFLOW = 1 << 3 };
+static inline fp_t fp_control(void) { fp_t v; __asm__ volatile("mrs %0, fpcr" : "=r"(v)); return v; }
+static inline void fp_set_control(fp_t v) { __asm__ volatile("msr fpcr, %0" : : "r"(v)); }
+static inline fp_t fp_status_bits(void) { fp_t v; __asm__ volatile("mrs %0, fpsr" : "=r"(v)); return v; }
+static inline void fp_clear_status(void) { __asm__ volatile("msr fpsr, %0" : : "r"(fp_status_bits() & ~0x9Ful)); }
+#else
+typedef unsigned fp_t;
+enum { FP_FLUSH = 0, FP_FTZ = 0, FP_DAZ = 0, FP_DENORMAL = 0, FP_UNDERFLOW = 0 };
+static inline fp_t fp_control(void) { return 0; }
+static inline void fp_set_control(fp_t v) { (void)v; }
+static inline fp_t fp_status_bits(void) { return 0; }
+static inline void fp_clear_status(void) {}
+#endif
+
+int flush_denormals = 1;
+
+/* This thread computes as the call must (flush bits set, or cleared with flush_denormals = 0);
+   returns its state before, for fp_leave. */
+static inline fp_t fp_enter(void) {
+    fp_t was = fp_control(), want = flush_denormals ? was | FP_FLUSH : was & ~(fp_t)FP_FLUSH;
+    if (want != was) fp_set_control(want);
+    return was;
+}
+
+/* This thread's flush bits back to `was`; everything else (x86: the status flags in the same
+   register) as the call left it. */
+static inline void fp_leave(fp_t was) {
+    fp_t now = fp_control(), back = (now & ~(fp_t)FP_FLUSH) | (was & FP_FLUSH);
+    if (back != now) fp_set_control(back);
+}
+
+/* The calling thread's flush state: 1 flush-to-zero, 2 denormals-are-zero (3: both). */
+int fp_mode(void) {
+    fp_t c = fp_control();
+    return (FP_FTZ && (c & FP_FTZ) ? 1 : 0) | (FP_DAZ && (c & FP_DAZ) ? 2 : 0);
+}
+
+/* Whether this build can flush at all (x86 and aarch64). */
+int fp_flushes(void) { return FP_FLUSH != 0; }
+
+/* The calling thread's status flags raised since they were last cleared: 1 a denormal operand,
+   2 an underflow (a tiny result); cleared after reading if `clear`. */
+int fp_status(int clear) {
+    fp_t s = fp_status_bits();
+    if (clear) fp_clear_status();
+    return (FP_DENORMAL && (s & FP_DENORMAL) ? 1 : 0) | (FP_UNDERFLOW && (s & FP_UNDERFLOW) ? 2 : 0);
+}
+
+/* While fp_watch is set, every place that computes notes the flush state it computes under:
+   fp_seen keeps the bits set in all of them (AND), fp_noted counts them. For the tests. */
+int fp_watch = 0, fp_seen = 3, fp_noted = 0;
+static inline void fp_note(void) {
+    if (__builtin_expect(fp_watch, 0)) {
+        __atomic_fetch_and(&fp_seen, fp_mode(), __ATOMIC_RELAXED);
+        __atomic_fetch_add(&fp_noted, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* The flush states of the other threads of a team of `threads` of OpenMP's pool, as they are
+   between calls (OR of their fp_mode; 0 without OpenMP): torch's pool must leave a call as it
+   entered it. */
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+int fp_team_mode(int threads) {
+    int any = 0;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) reduction(| : any)
+    if (omp_get_thread_num() != 0) any |= fp_mode();
+#else
+    (void)threads;
+#endif
+    return any;
+}
+
+/* Runs `body` for i in [0, n) on nt threads, or in the caller alone when nt is 1: a parallel
+   region costs its start even for a team of one (library calls, at times a system call), and
+   at batch 1 that is per layer and step. Each thread of a team computes flushed (fp_enter) and
+   leaves its state as it found it. */
+#define SPLIT(nt, i, n, ...)                                         \
+    do {                                                             \
+        const int split_nt = (nt);                                   \
+        if (split_nt > 1) {                                          \
+            _Pragma("omp parallel num_threads(split_nt)") {          \
+                const fp_t fp_was = fp_enter();                      \
+                _Pragma("omp for schedule(static)")                  \
+                for (int i = 0; i < (n); i++) {                      \
+                    fp_note();                                       \
+                    __VA_ARGS__;                                     \
+                }                                                    \
+                fp_leave(fp_was);                                    \
+            }                                                        \
+        } else {                                                     \
+            for (int i = 0; i < (n); i++) {                          \
+                fp_note();                                           \
+                __VA_ARGS__;                                         \
+            }                                                        \
+        }                                                            \
+    } while (0)
+
+/* A dependent chain of `iters` multiply-adds x = x m + c at its fixed point 2c, computed with
+   denormals (whatever the caller's state), ns per operation: with c = 1e-30 every operand and
+   result is normal, with c = 1e-40 denormal. Their ratio is what a denormal costs this cpu. */
+static volatile float fp_sink;
+double fp_chain_ns(long iters, float c) {
+    const fp_t was = fp_control();
+    fp_set_control(was & ~(fp_t)FP_FLUSH);
+    volatile float vm = 0.5f, vc = c; /* read once: the compiler must not fold the chain */
+    float m = vm, k = vc, x = 2 * k;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < iters; i++) x = x * m + k;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fp_sink = x;
+    fp_leave(was);
+    double s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+    return iters > 0 ? s * 1e9 / iters : 0.0;
+}
+
 /* aligned(4): torch tensors and row slices need not start on a 64-byte boundary */
 typedef float v16 __attribute__((vector_size(64), aligned(4)));
 typedef int i16 __attribute__((vector_size(64), aligned(4)));
@@ -167,8 +314,8 @@ long work_floats(int threads) { return (long)(threads < 1 ? 1 : threads > MAXT ?
    (same soname), so it runs on torch's own thread pool; threads of a second pool would compete
    with torch's for the cores (they spin after every parallel torch op). Built without OpenMP,
    the parts run one after another in the calling thread. */
-void sgd_step(const float *x, const float *t, int n, float *w1t, float *b1, float *w2, float *b2,
-              float *w3, float *b3, float lr, int mse, int threads, float *work) {
+static void one_step(const float *x, const float *t, int n, float *w1t, float *b1, float *w2, float *b2,
+                     float *w3, float *b3, float lr, int mse, int threads, float *work) {
     int most = (n + MIN_ROWS - 1) / MIN_ROWS;
     threads = threads > most ? most : threads;
     threads = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
@@ -186,8 +333,7 @@ void sgd_step(const float *x, const float *t, int n, float *w1t, float *b1, floa
         parts[i] = (part_t){x + (long)r0 * D0, t + (long)r0 * D3, w1t, b1, w2, b2, w3, b3, p,
                             work + (long)i * G_N, r1 - r0, mse, 1.0f / n};
     }
-#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
-    for (int i = 0; i < threads; i++) run_part(&parts[i]);
+    SPLIT(threads, i, threads, run_part(&parts[i]));
     for (int i = 1; i < threads; i++)
         for (int k = 0; k < G_N; k++) work[k] += work[(long)i * G_N + k];
 
@@ -202,6 +348,13 @@ void sgd_step(const float *x, const float *t, int n, float *w1t, float *b1, floa
         b3[i] -= lr * g[G_B3 + i];
         for (int j = 0; j < D2; j++) w3[i * D2 + j] -= lr * g[G_W3 + i * L + j];
     }
+}
+
+void sgd_step(const float *x, const float *t, int n, float *w1t, float *b1, float *w2, float *b2,
+              float *w3, float *b3, float lr, int mse, int threads, float *work) {
+    const fp_t was = fp_enter();
+    one_step(x, t, n, w1t, b1, w2, b2, w3, b3, lr, mse, threads, work);
+    fp_leave(was);
 }
 
 /* ---- Many consecutive SGD steps per call ------------------------------------------------------
@@ -307,6 +460,7 @@ static inline __attribute__((always_inline)) v16 w1_pass(float *restrict w1t, co
 
 static void steps_bs1(const float *x, const float *t, int n, float *w1t, float *b1, float *w2, float *b2,
                       float *w3, float *b3, float lr, int mse) {
+    fp_note();
     small_t s;
     memset(&s, 0, sizeof s);
     for (int i = 0; i < D2; i++) s.w2[i] = ((const v16 *)w2)[i];
@@ -339,13 +493,14 @@ static void steps_bs1(const float *x, const float *t, int n, float *w1t, float *
 void sgd_steps(const float *x, const float *t, int n_steps, int batch, float *w1t, float *b1, float *w2,
                float *b2, float *w3, float *b3, float lr, int mse, int threads, float *work) {
     if (n_steps < 1 || batch < 1) return;
-    if (batch == 1) {
+    const fp_t was = fp_enter();
+    if (batch == 1)
         steps_bs1(x, t, n_steps, w1t, b1, w2, b2, w3, b3, lr, mse);
-        return;
-    }
-    for (int s = 0; s < n_steps; s++)
-        sgd_step(x + (long)s * batch * D0, t + (long)s * batch * D3, batch, w1t, b1, w2, b2, w3, b3, lr, mse,
-                 threads, work);
+    else
+        for (int s = 0; s < n_steps; s++)
+            one_step(x + (long)s * batch * D0, t + (long)s * batch * D3, batch, w1t, b1, w2, b2, w3, b3, lr, mse,
+                     threads, work);
+    fp_leave(was);
 }
 
 /* This thread's arithmetic limit in GFLOP/s: `iters` rounds of 12 independent FMA chains (more
@@ -654,11 +809,11 @@ static void mm(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float
     }
     int nt = threads_for((double)m * nn * kn, threads), np = (nn + PW - 1) / PW;
     if (nt == 1) { /* no team at all: a team of one still costs its start */
+        fp_note();
         mm_serial(m, nn, kn, a, b, c, sc, alpha, add, epi, pack);
     } else if (np >= 4 * nt) {
         int per = (np + nt - 1) / nt * PW;
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-        for (int t = 0; t < nt; t++) {
+        SPLIT(nt, t, nt, {
             int c0 = imin(nn, t * per), c1 = imin(nn, c0 + per);
             epi_t e = epi;
             if (e.kind == EPI_SIGMOID) e.v += c0, e.real -= c0;
@@ -666,33 +821,19 @@ static void mm(int m, int nn, int kn, mat_t a, mat_t b, float *c, long sc, float
             if (c0 < c1)
                 mm_serial(m, c1 - c0, kn, a, (mat_t){b.p + c0 * b.cs, b.rs, b.cs}, c + c0, sc, alpha, add, e,
                           pack + t * pstride);
-        }
+        });
     } else {
         int per = ((m + nt - 1) / nt + MLP_MR - 1) / MLP_MR * MLP_MR;
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-        for (int t = 0; t < nt; t++) {
+        SPLIT(nt, t, nt, {
             int r0 = imin(m, t * per), r1 = imin(m, r0 + per);
             epi_t e = epi;
             if (e.kind == EPI_DSIG) e.v += r0 * sc;
             if (r0 < r1)
                 mm_serial(r1 - r0, nn, kn, (mat_t){a.p + r0 * a.rs, a.rs, a.cs}, b, c + r0 * sc, sc, alpha, add, e,
                           pack + t * pstride);
-        }
+        });
     }
 }
-
-/* Runs `body` for i in [0, n) on nt threads, or in the caller alone when nt is 1: a parallel
-   region costs its start even for a team of one (library calls, at times a system call), and
-   at batch 1 that is per layer and step. */
-#define SPLIT(nt, i, n, ...)                                              \
-    do {                                                                  \
-        if ((nt) > 1) {                                                   \
-            _Pragma("omp parallel for num_threads(nt) schedule(static)") \
-            for (int i = 0; i < (n); i++) __VA_ARGS__;                    \
-        } else {                                                          \
-            for (int i = 0; i < (n); i++) __VA_ARGS__;                    \
-        }                                                                 \
-    } while (0)
 
 /* The output layer's dL/dz of one row in place, from its logits z [16] (10 used, zeros above)
    plus the bias b and the one-hot target t: softmax over the 10 classes, then cross-entropy's or
@@ -1115,6 +1256,7 @@ static void bwd_pass(float *w, int in, int p, const float *d, const float *nd, c
 /* n_steps steps of one sample each (see above). */
 static void net_steps_bs1(const net_t *q, const float *x, const float *t, int n_steps, float lr, int mse,
                           int threads, float *work, const sp_t *sp) {
+    fp_note();
     const int nl = q->nl, *sz = q->size, *pd = q->pad;
     float *act[MAXLAYERS + 1], *w = work;
     for (int l = 1; l < nl; l++) act[l] = w, w += pd[l];
@@ -1219,6 +1361,7 @@ static inline void vm16(const float *restrict a, const float *restrict w, vn *z)
 }
 
 static void sp_steps_narrow(const net_t *q, const float *t, int n_steps, float lr, int mse, const sp_t *sp) {
+    fp_note();
     enum { G = 16 };
     static const float iota[G] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     const int nl = q->nl, *sz = q->size;
@@ -1324,12 +1467,13 @@ int mlp_steps(const float *x, const float *t, int n_steps, int batch, int n_laye
     if (net_init(&q, n_layers, sizes, wt, b)) return -1;
     if (n_steps < 1 || batch < 1) return 0;
     threads = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
-    if (batch == 1) {
+    const fp_t was = fp_enter();
+    if (batch == 1)
         net_steps_bs1(&q, x, t, n_steps, lr, mse, threads, work, 0);
-        return 0;
-    }
-    for (int s = 0; s < n_steps; s++)
-        net_step(&q, x + (long)s * batch * D0, t + (long)s * batch * D3, batch, lr, mse, threads, work, 0);
+    else
+        for (int s = 0; s < n_steps; s++)
+            net_step(&q, x + (long)s * batch * D0, t + (long)s * batch * D3, batch, lr, mse, threads, work, 0);
+    fp_leave(was);
     return 0;
 }
 
@@ -1349,21 +1493,20 @@ int sparse_steps(const long *off, const int *idx, const float *val, const float 
     if (net_init(&q, n_layers, sizes, wt, b)) return -1;
     if (n_steps < 1 || batch < 1) return 0;
     threads = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
+    const fp_t was = fp_enter();
     const sp_t sp = {c, u, s, off, idx, val, sum};
     sp_resync(&sp, wt[0], q.pad[1]);
     int narrow = 1;
     for (int l = 1; l < q.nl; l++) narrow &= q.pad[l] == 16;
-    if (batch == 1 && narrow) {
+    if (batch == 1 && narrow)
         sp_steps_narrow(&q, t, n_steps, lr, mse, &sp);
-        return 0;
-    }
-    if (batch == 1) {
+    else if (batch == 1)
         net_steps_bs1(&q, 0, t, n_steps, lr, mse, threads, work, &sp);
-        return 0;
-    }
-    for (int i = 0; i < n_steps; i++) {
-        const sp_t rows = sp_from(&sp, (long)i * batch);
-        net_step(&q, 0, t + (long)i * batch * D3, batch, lr, mse, threads, work, &rows);
-    }
+    else
+        for (int i = 0; i < n_steps; i++) {
+            const sp_t rows = sp_from(&sp, (long)i * batch);
+            net_step(&q, 0, t + (long)i * batch * D3, batch, lr, mse, threads, work, &rows);
+        }
+    fp_leave(was);
     return 0;
 }

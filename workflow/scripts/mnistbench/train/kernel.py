@@ -169,6 +169,12 @@ def load(arch: str = "native") -> ctypes.CDLL:
             # off, idx, val, sum, t, n_steps, batch, n_layers, sizes, wt[], b[], u, s, c, lr, mse, threads, work
             lib.sparse_steps.argtypes = [ptr] * 5 + [i32, i32, i32, ptr, ptr, ptr, ptr, ptr, f32, f32, i32, i32, ptr]
             lib.sparse_steps.restype = i32
+            # the flush state of denormal numbers (kernel.c's section on them)
+            lib.fp_mode.argtypes, lib.fp_mode.restype = [], i32
+            lib.fp_flushes.argtypes, lib.fp_flushes.restype = [], i32
+            lib.fp_status.argtypes, lib.fp_status.restype = [i32], i32
+            lib.fp_team_mode.argtypes, lib.fp_team_mode.restype = [i32], i32
+            lib.fp_chain_ns.argtypes, lib.fp_chain_ns.restype = [ctypes.c_long, f32], ctypes.c_double
             _loaded[path] = lib
             return lib
     except OSError as e:  # e.g. a temp dir mounted noexec: the library builds but cannot be mapped
@@ -184,3 +190,26 @@ def fma_gflops(iters: int = 2_000_000, repeats: int = 5) -> float:
     at this rate (spec.Network.flop_per_sample). Builds the kernel; BuildError if it cannot."""
     lib = load()
     return max(lib.fma_gflops(iters) for _ in range(repeats))
+
+
+def flushes() -> bool:
+    """Whether the C modes compute with denormal numbers flushed to zero on this cpu (x86 and
+    aarch64; kernel.c's section on denormals says why). Builds the kernel; BuildError if it cannot."""
+    return bool(load().fp_flushes())
+
+
+def flush_denormals(lib: ctypes.CDLL, on: bool) -> None:
+    """Whether the library's calls flush denormals (on by default; off computes with them: what
+    the tests and benches compare with)."""
+    ctypes.c_int.in_dll(lib, "flush_denormals").value = int(on)
+
+
+def denormal_cost(iters: int = 200_000, repeats: int = 5) -> float:
+    """What an operation on a denormal number costs this core, as a multiple of the same operation
+    on normal numbers (kernel.c's fp_chain_ns: one dependent chain of multiply-adds, denormals not
+    flushed; the best of `repeats` each). About 1 on cpus that compute them at full speed; tens on
+    those that take a microcode assist. Builds the kernel; BuildError if it cannot."""
+    lib = load()
+    normal = min(lib.fp_chain_ns(iters, 1e-30) for _ in range(repeats))
+    denormal = min(lib.fp_chain_ns(iters, 1e-40) for _ in range(repeats))
+    return denormal / normal
