@@ -329,6 +329,11 @@ def test_report_has_every_figure_and_states_the_answer(small_run):
     assert "Environment of every host" in html and "Problems with" not in html and "system-message" not in html
     md = (wd / "results/summary.md").read_text()
     assert "fixed" in md and "DataLoader on cpu (mlp-16-16) at batch 4" in md
+    # The run's process measured what a denormal number costs this cpu (one repeat: one process,
+    # no interval); the machine's section says it.
+    env = pd.read_csv(wd / "results/summary/environment.csv")
+    assert (env.denormal_cost > 0).all() and env.denormal_cost_lo.isna().all()
+    assert "an operation on a denormal number" in md and "flush them to zero" in md
     dl = pd.read_csv(wd / "results/summary/dataloader.csv")
     assert list(dl.batch_size) == cfg["batch_sizes"] and dl.extra_share.notna().all()
     prof = pd.read_csv(wd / "results/summary/profile.csv")

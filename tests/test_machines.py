@@ -271,3 +271,17 @@ def test_names_sort_in_their_natural_order():
         "vm",
     ]
     assert machines.hostlist(["n10", "n9", "n2", "n1"]) == "n1, n2, n9 and 1 more"
+
+
+def test_what_a_denormal_costs_counts_each_process_once_with_an_interval_over_processes():
+    """A warm worker's runs share its process, whose probe ran once: its value is one sample, so a
+    host with one process has no interval, and one with three has one around their median."""
+
+    def record(pid, cost):
+        return {"environment": {"host": "vm", "device": "cpu", "pid": pid, "denormal_cost": cost}}
+
+    one = aggregate.load_environment([record(1, 30.0)] * 3).iloc[0]
+    assert one.n_runs == 3 and one.denormal_cost == 30.0 and math.isnan(one.denormal_cost_lo)
+    three = aggregate.load_environment([record(1, 30.0)] * 3 + [record(2, 33.0), record(3, 27.0)]).iloc[0]
+    assert three.n_runs == 5 and three.denormal_cost == 30.0
+    assert three.denormal_cost_lo < 30.0 < three.denormal_cost_hi

@@ -26,6 +26,10 @@ ENV_COLUMNS = [
     "cores",
     "threads",
     "fma_gflops",
+    "denormal_cost",
+    "denormal_cost_lo",
+    "denormal_cost_hi",
+    "c_modes_flush",
     "python",
     "torch",
     "torchvision",
@@ -56,11 +60,14 @@ def load_epochs(records) -> pd.DataFrame:
 
 def load_environment(records) -> pd.DataFrame:
     """One row per host x device: what its timings depend on besides the code (the first run's
-    record; `n_runs` counts the runs behind it)."""
-    rows = {}
+    record; `n_runs` counts the runs behind it). The cost of a denormal number is measured by every
+    process: its median over the host's processes, with an interval over them."""
+    rows, costs = {}, {}
     for rec in records:
         e = rec["environment"]
         key = (e["host"], e["device"])
+        if e.get("denormal_cost") is not None:
+            costs.setdefault(key, {})[e.get("pid")] = e["denormal_cost"]
         if key in rows:
             rows[key]["n_runs"] += 1
             continue
@@ -68,6 +75,9 @@ def load_environment(records) -> pd.DataFrame:
         row["env"] = " ".join(f"{k}={v}" for k, v in (e.get("env") or {}).items())
         row["n_runs"] = 1
         rows[key] = row
+    for key, row in rows.items():
+        med, lo, hi = uncertainty.median_over_runs(list(costs.get(key, {}).values()), key, stream="denormal")
+        row.update(denormal_cost=med, denormal_cost_lo=lo, denormal_cost_hi=hi)
     return pd.DataFrame(list(rows.values()), columns=ENV_COLUMNS)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from mnistbench.collect.aggregate import kept_over_all, succeeded
-from mnistbench.config.catalog import FIGURES
+from mnistbench.config.catalog import FIGURES, MODES
 from mnistbench.config.devices import CPU, cpu_first, kind
 from mnistbench.measure.machines import by_name, natural
 from mnistbench.measure.slowed import SLOWED
@@ -286,9 +286,9 @@ def per_network(m: pd.DataFrame, place) -> list[dict]:
 def findings(tables: dict, place) -> list[dict]:
     """A place's findings beyond its headline."""
     fit, cross, spd, runs = (tables[k] for k in ("fits", "crossover", "speedup", "runs"))
-    out = []
-    trusted = fit[(fit["place"] == place) & fit["trusted"]]
     here = runs[runs["place"] == place]
+    out = denormals(tables["environment"], here)
+    trusted = fit[(fit["place"] == place) & fit["trusted"]]
     for model in networks_of(fit[fit["place"] == place]):
         for device in cpu_first(here[here["model"] == model]["device"]):
             f = trusted[(trusted["device"] == device) & (trusted["model"] == model)]
@@ -313,6 +313,19 @@ def findings(tables: dict, place) -> list[dict]:
     prof = tables["profile"]
     out += ops(succeeded(prof[prof["host"] == place]) if len(prof) else prof)
     return out
+
+
+def denormals(env: pd.DataFrame, here: pd.DataFrame) -> list[dict]:
+    """What an operation on a denormal number costs the cpu of a place's hosts (its first host
+    that measured it, a cpu run's record first), and which modes flush them."""
+    if "denormal_cost" not in env.columns or here.empty:
+        return []
+    e = env[env["host"].isin(set(here["host"])) & pd.to_numeric(env["denormal_cost"], errors="coerce").notna()]
+    if e.empty:
+        return []
+    r = e.sort_values("device", key=lambda d: d != CPU, kind="stable").iloc[0]
+    modes = [m for m, info in MODES.items() if info.flushes]
+    return [dict(kind="denormals", cost=at(r, "denormal_cost"), flush=yes(r.get("c_modes_flush")), modes=modes)]
 
 
 def fixed_cost(f: pd.DataFrame, place, device, model) -> list[dict]:

@@ -42,6 +42,19 @@ def fma_gflops() -> float | None:
         return None
 
 
+@functools.cache
+def denormals() -> dict:
+    """What an operation on a denormal number costs this core, as a multiple of a normal one
+    (kernel.c's probe: ~3 ms, once per process, so every repeat's process measures it anew), and
+    whether the C modes flush denormals on this cpu; None for both where the kernel cannot be built."""
+    from mnistbench.train import kernel
+
+    try:
+        return {"denormal_cost": kernel.denormal_cost(), "c_modes_flush": kernel.flushes()}
+    except kernel.BuildError:
+        return {"denormal_cost": None, "c_modes_flush": None}
+
+
 def machine(device: str, threads: int) -> str:
     """The hardware a run had, as machines.py reads it: runs on identical nodes pool by it."""
     parts = [f"{devices.cpu_model()}, {threads} threads", devices.accelerator(device), f"torch {torch.__version__}"]
@@ -68,6 +81,7 @@ def describe(device: str, threads: int, cfg: dict) -> dict:
         "cores": os.cpu_count(),
         "threads": threads,
         "fma_gflops": fma_gflops(),
+        **denormals(),
         "platform": platform.platform(),
         "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith(depends.RECORDED_ENV)},
         "git_commit": git_commit(),
