@@ -15,8 +15,7 @@ import statistics
 
 import torch
 import torch.utils.benchmark as benchmark
-from common import NETWORK, config
-from common import data as random_data
+from common import NETWORK, config, data
 from mnistbench.config import networks
 from mnistbench.config.catalog import MODES
 from mnistbench.measure import timing
@@ -35,7 +34,7 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     g = torch.Generator().manual_seed(0)
     n = max(a.samples, max(a.batch_sizes) * 8)
-    data = random_data(n)
+    d = data(n)
     print(f"mode {a.mode}, cpu, {a.threads} threads, torch {torch.__version__}")
     print(f"{'batch':>6} {'harness us':>11} {'Timer us':>10} {'ratio':>6}")
     ratios = []
@@ -43,8 +42,8 @@ def main(argv=None):
         cfg = config(a.threads)
         m = runner.build(cfg, networks.build(cfg, NETWORK.name), a.mode, "cpu", b)
         perm = torch.randperm(n, generator=g)
-        runner.setup(m, next(iter(m.epoch(data, perm))), "cpu")
-        batches = list(m.epoch(data, perm))  # after setup: a mode may choose its steps per call there
+        runner.setup(m, next(iter(m.epoch(d, perm))), "cpu")
+        batches = list(m.epoch(d, perm))  # after setup: a mode may choose its steps per call there
         runner.warm_up(m, batches, min(20, len(batches) // 2))
         clock = timing.StepClock("cpu")
         # Timer steps through the same batches (a cycle), so both measure one workload: a single

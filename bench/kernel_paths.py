@@ -19,11 +19,12 @@ import statistics
 import time
 
 import torch
-from common import NETWORK, data
+from common import NETWORK, config, data
 from mnistbench.train import kernel, native, nets
 
 ROWS_PER_CALL = 256  # as the kernel mode: many steps per call below 256 rows per step
-LR = 0.01
+TRAINING = config()["training"]  # the pipeline's: every path trains as a run does
+LR, MSE = TRAINING["lr"], TRAINING["loss"] != "cross_entropy"
 
 
 def per_sample_us(a, b, min_time: float) -> tuple[float, float]:
@@ -62,7 +63,7 @@ def fast_path(lib, d: dict, batch: int):
         x, t = rows_of(i)
         # Pointers taken here, from tensors this closure holds: they must outlive fast_path.
         ptrs = [p[k].data_ptr() for k in nets.names(NETWORK)]
-        lib.sgd_steps(x.data_ptr(), t.data_ptr(), steps, batch, *ptrs, LR, 0, 1, work.data_ptr())
+        lib.sgd_steps(x.data_ptr(), t.data_ptr(), steps, batch, *ptrs, LR, MSE, 1, work.data_ptr())
 
     return call, rows
 
@@ -85,7 +86,7 @@ def generic_path(lib, sizes, d: dict, batch: int):
 
     def call(i):
         x, t = rows_of(i)
-        net.steps(x, t, steps, batch, LR, mse=False)
+        net.steps(x, t, steps, batch, LR, mse=MSE)
 
     return call, rows
 
@@ -106,8 +107,8 @@ def torch_path(sizes, d: dict, batch: int):
         yy = y[i % n * rows : (i % n + 1) * rows]
         for s in range(steps):
             opt.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(
-                net(x[s * batch : (s + 1) * batch]), yy[s * batch : (s + 1) * batch]
+            nets.loss_fn(
+                net(x[s * batch : (s + 1) * batch]), yy[s * batch : (s + 1) * batch], TRAINING["loss"]
             ).backward()
             opt.step()
 

@@ -1,9 +1,9 @@
 """`sparse` against `kernel` and the dense arithmetic limit, side by side in one run, on the cpu.
 
 At each batch size (1, 16, 4096 by default) the two modes are built, set up and warmed up as the
-train jobs do (common.prepared), on mostly-zero MNIST-shaped rows: the real training images of a
-preloaded mnist.pt (--mnist, e.g. results/preload/mnist.pt after a run), else a stand-in with
-MNIST's share of nonzero pixels (~19 %: random strokes in the centre of the image). Then rounds:
+train jobs do (common.prepared, the pipeline's training settings), on mostly-zero MNIST rows: the
+real training images (common.data: a preloaded mnist.pt, --mnist or the pipeline's), else
+handwriting-like stand-ins with about MNIST's share of nonzero pixels. Then rounds:
 in each, the core's FMA rate (kernel.fma_gflops, the dense limit = the network's FLOP per sample
 at that rate), one pass of `sparse` over the data and one of `kernel`, in turn, so a change in
 the host's load falls on all three alike. Per round the ratios sparse/limit, kernel/limit and
@@ -27,41 +27,13 @@ import argparse
 import statistics
 import time
 
-import numpy as np
 import torch
-from common import NETWORK, config, prepared
+from common import NETWORK, config, data, fmt, interval, one_pass, prepared
 from mnistbench.report.tables import effective_flop
 from mnistbench.train import kernel
 from mnistbench.train.native import nonzero_share
 
 MODES = ("sparse", "kernel")
-
-
-def stand_in(n: int, seed: int = 0) -> torch.Tensor:
-    """MNIST-shaped rows, ~19 % of the pixels nonzero (MNIST's share), the rest exactly 0."""
-    g = torch.Generator().manual_seed(seed)
-    centre = torch.zeros(28, 28)
-    centre[4:24, 6:22] = 0.6
-    keep = torch.rand(n, 784, generator=g) < centre.reshape(-1)
-    return (torch.rand(n, 784, generator=g) * keep).contiguous()
-
-
-def rows(a) -> dict:
-    if a.mnist:
-        t = torch.load(a.mnist, weights_only=True, mmap=True)
-        x, y = t["train_x"][: a.samples].contiguous(), t["train_y"][: a.samples]
-    else:
-        x = stand_in(a.samples)
-        y = torch.randint(0, 10, (a.samples,), generator=torch.Generator().manual_seed(1))
-    return {"x": x, "y": y, "t": torch.nn.functional.one_hot(y, 10).float()}
-
-
-def one_pass(m, d: dict, perm) -> tuple[float, int]:
-    """Seconds and samples of one pass of a prepared mode over the data, in the train jobs' order."""
-    items = list(m.epoch(d, perm))
-    t0 = time.perf_counter()
-    steps = sum((k if k is not None else 1) for k in map(m.step, items))
-    return time.perf_counter() - t0, steps * m.batch_size
 
 
 def gemm_pass(x: torch.Tensor, b: int) -> tuple[float, int]:
@@ -79,17 +51,6 @@ def gemm_pass(x: torch.Tensor, b: int) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def interval(ratios: list[float], n_boot: int = 2000) -> tuple[float, float, float]:
-    """The median of per-round ratios and its 95 % interval (the rounds resampled)."""
-    r = np.asarray(ratios)
-    boot = np.median(np.random.default_rng(0).choice(r, (n_boot, len(r))), axis=1)
-    return float(np.median(r)), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
-
-
-def fmt(r) -> str:
-    return f"{r[0]:.3g}x ({r[1]:.3g}-{r[2]:.3g})"
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 4096])
@@ -100,12 +61,12 @@ def main(argv=None):
     p.add_argument("--mnist", help="a preloaded mnist.pt (results/preload/mnist.pt): its training images")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
-    d = rows(a)
+    d = data(a.samples, path=a.mnist)
     share = nonzero_share(d["x"])
     dense = NETWORK.flop_per_sample()
     eff = effective_flop(NETWORK.name, dense, share)
     print(
-        f"{NETWORK.name}: {dense} FLOP per sample dense; {'MNIST' if a.mnist else 'stand-in'} rows, "
+        f"{NETWORK.name}: {dense} FLOP per sample dense; "
         f"{share:.1%} nonzero: sparse does {eff:.0f} FLOP ({eff / dense:.1%}); {a.threads} thread(s)"
     )
     blank = dict(d, x=torch.zeros_like(d["x"]))

@@ -12,6 +12,7 @@ from mnistbench.config import catalog
 pytestmark = pytest.mark.slow  # each starts Python and torch, some a whole pipeline
 
 TINY = {
+    "denormals.py": ["--samples", "256", "--rounds", "2", "--batches", "1", "16"],
     "host_drift.py": ["--minutes", "0.02", "--window", "0.2"],
     "harness_check.py": ["--batch-sizes", "1", "64", "--samples", "512", "--min-run-time", "0.05", "--rounds", "2"],
     "process_noise.py": [
