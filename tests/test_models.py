@@ -106,6 +106,14 @@ def test_a_users_module_imports_its_own_folders_helpers_from_anywhere(tmp_path, 
     env = dict(os.environ, PYTHONPATH=str(REPO / "workflow/scripts"))
     out = subprocess.run([sys.executable, "-c", code], cwd="/", env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split()[-1] == "24"
+    # A third network importing `helper` with none beside it: no other folder's is lent to it,
+    # nor a module of one that another network left behind.
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c/net2.py").write_text(HELPER_NET)
+    with pytest.raises(nets.BadModel, match="it imports helper, which is neither a file beside it"):
+        nets.user_module(spec_of(f"{tmp_path}/c/net2.py:Net"), 0)
+    assert nets.user_module(spec_of(f"{tmp_path}/b/net2.py:Net"), 0).body[0].out_features == 48  # built before
+    assert str(tmp_path / "a") not in sys.path and str(tmp_path / "c") not in sys.path
     (tmp_path / "a/hidden.py").write_text(
         HELPER_NET.replace("from helper import make", "import importlib\nmake = importlib.import_module('helper').make")
     )
@@ -160,6 +168,9 @@ BAD = {
         "it imports no_such_module_anywhere",
         "add the file, or install",
     ),
+    # The helper another network's folder has (sib/ in the pipeline below), not this one's: a
+    # warm worker that built that network first must not lend it its helper.
+    "orphan.py": (HELPER_NET, "it imports helper, which is neither a file beside it", "add the file, or install"),
     "noclass.py": ("import torch.nn as nn\nclass Other(nn.Linear):\n    pass\n", "defines no class Net", "Other"),
     "shape.py": (
         "import torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"

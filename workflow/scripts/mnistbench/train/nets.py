@@ -140,6 +140,7 @@ def family_params(net: nn.Sequential) -> dict:
 
 _classes = {}
 _folders = set()  # the folders of the users' modules this process imported: their helpers too
+_on_path = set()  # those of them this process put on the import path
 
 
 def _theirs(file: str) -> bool:
@@ -153,29 +154,41 @@ def _theirs(file: str) -> bool:
     )
 
 
-def user_class(network: Network) -> type:
-    """The class a user's `models` entry names, imported from its file once per process; BadModel
-    names the file and the fix."""
-    key = (network.path, network.digest)
-    if key in _classes:
-        return _classes[key]
-    where = f"{network.path} (models: {network.name})"
-    if network.digest == "missing":
-        raise BadModel(f"{where}: no such file; write it, or correct the path in `models`")
-    name = f"mnistbench_user_{network.digest[:16]}"
-    folder = str(Path(network.path).parent)
-    # As `python path/to/net.py` runs it: its folder first on the import path (and kept there, for
-    # imports inside its functions), and its own helpers imported afresh, not the same names that
-    # another network's folder (or this one's before an edit) left in sys.modules.
-    mine = {str(Path(f).with_suffix("")) for f in network.files}
+def _only_its_folder(folder: str) -> None:
+    """As `python path/to/net.py` sees the import path: its folder first and no other user's (a
+    warm worker builds many networks, one at a time), and no helper module that another network's
+    folder, or this one's before an edit, left in sys.modules: each imports its own afresh. The
+    folder stays on the path while the network trains, for imports inside its functions."""
     _folders.add(folder)
     for mod, m in list(sys.modules.items()):
         file = getattr(m, "__file__", None) or ""
         if not mod.startswith("mnistbench_user_") and _theirs(file):
             del sys.modules[mod]
+    for other in _on_path - {folder}:
+        while other in sys.path:
+            sys.path.remove(other)
+    _on_path.intersection_update({folder})
     if folder in sys.path:
         sys.path.remove(folder)
+    else:
+        _on_path.add(folder)
     sys.path.insert(0, folder)
+
+
+def user_class(network: Network) -> type:
+    """The class a user's `models` entry names, imported from its file once per process (each use
+    with the import path as its own, _only_its_folder); BadModel names the file and the fix."""
+    key = (network.path, network.digest)
+    folder = str(Path(network.path).parent)
+    if key in _classes:
+        _only_its_folder(folder)
+        return _classes[key]
+    where = f"{network.path} (models: {network.name})"
+    if network.digest == "missing":
+        raise BadModel(f"{where}: no such file; write it, or correct the path in `models`")
+    name = f"mnistbench_user_{network.digest[:16]}"
+    mine = {str(Path(f).with_suffix("")) for f in network.files}
+    _only_its_folder(folder)
     before = set(sys.modules)
     try:
         loader = importlib.util.spec_from_file_location(name, network.path)
