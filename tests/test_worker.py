@@ -179,8 +179,26 @@ def test_a_killed_worker_gives_the_job_one_line(long_run):
     assert job.returncode != 0
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the training worker (pid") and "ended" in lines[0], err
-    # What is known of how it ended (its parent, this job, was told), never an empty "()".
-    assert "(killed by signal 9 (SIGKILL); its log: logs/w.log)" in lines[0] and "()" not in lines[0], err
+    # What is known of how it ended (its parent, this job, was told), never an empty "()"; a SIGKILL
+    # is most often the kernel's out-of-memory killer: the run's estimate, and fixes for memory.
+    assert "(killed by signal 9 (SIGKILL): the kernel may have killed it for lack of memory (this run's" in lines[0]
+    assert "estimate: about 0." in lines[0] and "GB free); its log: logs/w.log); train fewer copies" in lines[0], err
+    assert "()" not in lines[0], err
+
+
+def test_a_worker_gone_while_the_kernel_killed_for_memory_says_so_though_this_job_did_not_start_it(tmp_path):
+    """The job that started a worker learns its exit status; the others do not, but the kernel's
+    count of out-of-memory kills tells them that it killed meanwhile."""
+    if worker.oom_kills() is None:
+        pytest.skip("this system does not count out-of-memory kills (/proc/vmstat)")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs, of a process this job did not start as a worker
+    since = worker.oom_kills() - 1  # one kill since the run began
+    line = worker._lost(str(tmp_path / "w.sock"), gone.pid, EOFError(), "about 30 GB on cpu, of 21 GB free", since)
+    assert "it has exited; its exit status went to the job that started it: the kernel may have killed it" in line
+    assert "(this run's estimate: about 30 GB on cpu, of 21 GB free)" in line and "set warm_worker" not in line
+    quiet = worker._lost(str(tmp_path / "w.sock"), gone.pid, EOFError(), "about 1 GB", since + 1)
+    assert "memory" not in quiet and "set warm_worker: false" in quiet
 
 
 def test_a_lost_connection_to_a_worker_that_still_runs_says_only_that(tmp_path):

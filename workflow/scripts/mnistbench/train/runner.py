@@ -10,7 +10,7 @@ import torch
 
 from mnistbench.config import devices, networks
 from mnistbench.measure.timing import wall
-from mnistbench.train import environment, nets
+from mnistbench.train import environment, memory, nets
 from mnistbench.train.modes import Unsupported, implementation
 from mnistbench.train.needs import why_not
 
@@ -51,6 +51,7 @@ def build(cfg: dict, s: networks.Spec, mode: str, device: str, batch_size: int, 
     reason = why_not(mode, device, s, models_at_once)
     if reason:
         raise Unsupported(reason)
+    memory.check(cfg, s, mode, device, batch_size, models_at_once)
     state = nets.initial_state(s, seed_of(cfg, repeat), models_at_once)
     return implementation(mode)(s, state, device, batch_size, models_at_once)
 

@@ -21,7 +21,7 @@ from mnistbench.config import depends, devices, networks, schema
 from mnistbench.config.catalog import MODES
 from mnistbench.data.preload import load_tensors
 from mnistbench.measure import quality, slowed, timing
-from mnistbench.train import environment, nets, records, runner
+from mnistbench.train import environment, memory, nets, records, runner
 from mnistbench.train.modes import Unsupported, implementation
 from mnistbench.train.native import nonzero_share
 from mnistbench.train.needs import FIXES, lacking, why_not
@@ -140,6 +140,7 @@ def _train(cfg, data_path, device, s, mode, batch_size, k, repeat, row, record, 
         raise BenchError(f"{reason}: {FIXES[MODES[mode].needs]}")
     if reason:  # before a user's module is loaded: its row says why the combination cannot run
         raise Unsupported(reason)
+    memory.check(cfg, s, mode, device, batch_size, k)  # before anything of the run is allocated
     initial = nets.initial_state(s, runner.seed_of(cfg, repeat), k)
     # One copy's size: a run of K copies trains K times as many parameters and FLOP per sample.
     row.update(flop_per_sample=nets.flop_per_sample(s), parameters=sum(v.numel() for v in initial.values()) // k)

@@ -176,7 +176,7 @@ def _ask(request: dict, sock_path: str, siblings=()) -> dict:
             continue
         with conn:
             _send(conn, request)
-            pid = "?"
+            pid, needs, ooms = "?", "", oom_kills()
             try:
                 ack = _recv(conn)
                 if ack.get("stale"):  # it was serving older code and has now exited
@@ -184,13 +184,10 @@ def _ask(request: dict, sock_path: str, siblings=()) -> dict:
                     continue
                 if "refused" in ack:
                     raise BenchError(f"the training worker refused the request: {ack['refused']}")
-                pid = ack["pid"]
+                pid, needs = ack["pid"], ack.get("needs", "")
                 reply = _recv(conn)
             except (EOFError, OSError) as e:
-                raise BenchError(
-                    f"{_lost(sock_path, pid, e)}; see the job's log and rerun the job, or set warm_worker: false "
-                    "to train in the job's own process"
-                ) from None
+                raise BenchError(_lost(sock_path, pid, e, needs, ooms)) from None
         if "error" in reply:
             raise BenchError(reply["error"])
         return reply
@@ -200,10 +197,25 @@ def _ask(request: dict, sock_path: str, siblings=()) -> dict:
     )
 
 
-def _lost(sock_path: str, pid, error: BaseException) -> str:
-    """What is known of a worker whose connection closed mid-run, as one statement: how it ended
-    where this process started it, or that it still runs and only the connection failed; and
-    its log."""
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (/proc/vmstat),
+    or None where the system does not say."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _lost(sock_path: str, pid, error: BaseException, needs: str = "", ooms: int | None = None) -> str:
+    """What is known of a worker whose connection closed mid-run, as one line: how it ended where
+    this process started it, or that it still runs and only the connection failed; its log; and
+    the fix. Where it was killed by SIGKILL, or the kernel's out-of-memory killer killed a process
+    since the run began (`ooms`: its count then; the worker need not be this job's child), the line
+    says that it may have been for lack of memory, with the run's estimate (`needs`, which the
+    worker sent as the run began)."""
     proc = _spawned.get(sock_path)
     status = None
     if proc is not None and (pid == "?" or proc.pid == pid):
@@ -223,7 +235,13 @@ def _lost(sock_path: str, pid, error: BaseException) -> str:
         )
     else:
         how = "it has exited; its exit status went to the job that started it"
-    return f"the training worker (pid {pid}) ended before the run finished ({how}; its log: {worker_log(sock_path)})"
+    fix = "see the job's log and rerun the job, or set warm_worker: false to train in the job's own process"
+    now = oom_kills()
+    if status == -signal.SIGKILL or (ooms is not None and now is not None and now > ooms):
+        estimate = f" (this run's estimate: {needs})" if needs else ""
+        how += f": the kernel may have killed it for lack of memory{estimate}"
+        fix = "train fewer copies (models_at_once), a smaller batch size or a smaller network, or free memory"
+    return f"the training worker (pid {pid}) ended before the run finished ({how}; its log: {worker_log(sock_path)}); {fix}"
 
 
 def _alive(pid: int) -> bool:
@@ -416,6 +434,8 @@ def serve(sock_path: str) -> None:
 
     import torch
 
+    from mnistbench.train import memory
+
     # The tasks a request may name, imported by name (depends.TASKS: what the fingerprint of a
     # timed job's code covers besides this server).
     tasks = {kind: getattr(importlib.import_module(f"mnistbench.{m}"), f) for kind, (m, f) in depends.TASKS.items()}
@@ -453,7 +473,8 @@ def serve(sock_path: str) -> None:
                 print(f"refused a request: {problem}", flush=True)
                 _send(conn, {"refused": problem})
                 continue
-            _send(conn, {"pid": os.getpid()})
+            needs = memory.summary(**req) if req.get("kind", "train") == "train" else ""
+            _send(conn, {"pid": os.getpid(), "needs": needs})
             watch = _watch(conn, req.get("log_path", os.devnull))
             reply = _run(req, tasks[req.pop("kind", "train")], torch)
             watch.set()
