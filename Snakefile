@@ -9,6 +9,8 @@ include: "workflow/rules/config.smk"
 
 
 check_space(".", "results")
+if not workflow.remote_exec:
+    check_writable("results", "logs")
 check_config_file("config/config.yaml")
 
 
@@ -37,10 +39,9 @@ if not workflow.remote_exec:
 
 
 onstart:
-    check_writable("results", "logs")
     check_devices_here()
     if not workflow.remote_exec:
-        remake_corrupt(
+        remake(
             rules.preload.output.tensors,
             rules.preload.output.checksum,
             Path(rules.download_mnist.output[0]).parents[2],
@@ -49,11 +50,12 @@ onstart:
 
 # Every run's files are targets too: Snakemake does not rebuild a missing input of an output that
 # is present, so a run whose files were deleted (to redo it) is retrained by a plain rerun, and
-# aggregate, now older than it, follows. So is the preloaded data: a removed copy is rebuilt.
+# aggregate, now older than it, follows. The preloaded data is the runs' input through its
+# checksum file (tensors_input): a removed tensor file is made again before a run's first job.
 rule all:
     default_target: True
     input:
-        rules.preload.output.tensors,
+        rules.preload.output.checksum,
         run_files("csv"),
         run_files("json"),
         "results/summary/runs.csv",

@@ -50,6 +50,18 @@ def test_a_truncated_tensor_file_is_an_input_error_and_is_rebuilt(mirror, prepar
     assert list(csv.DictReader(open(tmp_path / RUN))) == [before] and before["status"] == "ok"
     (row,) = csv.DictReader(open(tmp_path / other))
     assert row["status"] == "ok"
+    # Deleted (as a user fixes a file they think corrupt): the same, in words of its own. The
+    # checksum file stands for the tensors as the runs' input, so no run is planned for it.
+    pt.unlink()
+    proc = snakemake(tmp_path, cfg, RUN, other, "-n")
+    assert "results/preload/mnist.pt is missing: a run with a job to do makes it again" in proc.stderr
+    assert jobs(proc) == [] and not pt.exists()
+    for ext in ("csv", "json"):  # a run to redo, so that the run has a job to do
+        Path(tmp_path / other).with_suffix(f".{ext}").unlink()
+    proc = snakemake(tmp_path, cfg, RUN, other)
+    assert jobs(proc) == ["train"] and files.intact(pt, tmp_path / "results/preload/mnist.pt.sha256")
+    assert "mnist.pt was missing: made again from the downloaded files; the same data, so the runs made" in proc.stderr
+    assert list(csv.DictReader(open(tmp_path / RUN))) == [before]
     # A typo in an md5 is one line before any job, and deletes nothing: corrected, nothing is
     # downloaded, preloaded or retrained again.
     name = "t10k-labels-idx1-ubyte.gz"

@@ -13,6 +13,7 @@ from mnistbench import BenchError
 from mnistbench.collect import aggregate
 from mnistbench.config import catalog, depends, devices as devs, networks, schema
 from mnistbench.jobs import CONFIG_ENV, PIPELINE_ENV, PYTHON_ENV, pipeline_token
+from mnistbench.jobs import TRAIN_SCRIPT_ENV
 from mnistbench.train import needs
 
 
@@ -188,6 +189,8 @@ def run_files(ext):
 # the analysis or the figures retimes nothing).
 RUN_SETTINGS = depends.settings_json(config)
 RUN_CODE = depends.code_fingerprint("train")
+# The preloaded data the runs read (tensors_input says how they depend on it).
+TENSORS = "results/preload/mnist.pt"
 # A profile job profiles every network: a user's module file is part of what it depends on too.
 PROFILE_CODE = " ".join(
     [depends.code_fingerprint("profile")]
@@ -214,13 +217,11 @@ if not workflow.remote_exec and not workflow.subprocess_exec:
 os.environ[PYTHON_ENV] = (
     "python" if workflow.deployment_settings.deployment_method else sys.executable
 )
-TRAIN_SCRIPT = Path(workflow.basedir) / "workflow" / "scripts" / "train.py"
-
-
-# The package's modules are inputs of the rules that import them (depends.sources for the analysis
-# rules): Snakemake's code trigger sees only the thin script, so without them an edit to
-# mnistbench/report/figures.py would rerun nothing.
-PKG = Path(workflow.basedir) / "workflow" / "scripts" / "mnistbench"
+# The train job's script, named in the environment too: as an input or a param its absolute path
+# would be recorded, and a moved project would retime every run.
+os.environ[TRAIN_SCRIPT_ENV] = str(
+    Path(workflow.basedir) / "workflow" / "scripts" / "train.py"
+)
 
 
 def train_threads():
@@ -243,16 +244,28 @@ def run_threads():
     return devs.torch_threads(config["cpu_threads"], train_threads())
 
 
-def corrupt(tensors, checksum):
-    """Whether the preloaded tensor file no longer matches its checksum (e.g. truncated): read
-    only, so that a dry run changes no file; a run makes it again (remake_corrupt)."""
+# Why the preloaded tensor file must be made again before a job reads it, in words for now and
+# for after it was made again; read only, so that a dry run changes no file.
+DAMAGE = {
+    "missing": ("is missing", "was missing"),
+    "corrupt": (
+        "does not match its checksum (a truncated or edited file)",
+        "did not match its checksum (a truncated or edited file)",
+    ),
+}
+
+
+def damaged(tensors, checksum):
+    """What is wrong with the tensor file a preload made (its checksum file is there):
+    "missing" or "corrupt" (no longer matching it); None where neither, or no preload.
+    """
     from mnistbench.files import intact
 
-    return (
-        os.path.exists(tensors)
-        and os.path.exists(checksum)
-        and not intact(tensors, checksum)
-    )
+    if not os.path.exists(checksum):
+        return None
+    if not os.path.exists(tensors):
+        return "missing"
+    return None if intact(tensors, checksum) else "corrupt"
 
 
 def contradicted_md5(raw, md5):
@@ -270,26 +283,31 @@ def contradicted_md5(raw, md5):
             )
 
 
-def tensors_input(tensors):
-    """The preloaded tensors as an input of the jobs that read them: plain, so that preloading
-    again reruns them; ancient() while the file is corrupt (CORRUPT), as the truncation or edit
-    that broke it made it newer than the runs made from it, which it is not once made again in
-    place (remake_corrupt). Were another job upstream to rerun in the same invocation, Snakemake
-    would not ask the runs' own rerun triggers (ancient() hides them): their settings would then
-    go unchecked until the next invocation, where aggregate refuses runs of other settings.
-    """
-    return ancient(tensors) if CORRUPT else tensors
+def tensors_input():
+    """What the jobs that read the preloaded tensors (tensors_of) take as input: the
+    checksum file beside them, which a preload writes after them. A tensor file deleted,
+    truncated or edited is then no job's missing or newer input: it is made again in place before
+    the run's first job, byte for byte the same, and the runs made from it stand (remake); a
+    preload job of its own would rerun every run, as Snakemake reruns the consumers of every job
+    it runs."""
+    return rules.preload.output.checksum
 
 
-def remake_corrupt(tensors, checksum, raw):
-    """Before a run's first job: a corrupt tensor file is made again in place from the
-    downloaded files, as the preload rule makes it. Made again byte for byte (its sha256 is the
-    recorded one), it takes back the time it was first written (the checksum file's), so the runs
-    made from it stand: a file rebuilt by a job of its own would rerun every run, as Snakemake
-    reruns the consumers of every job it runs. Without the downloaded files, the file is removed
-    and the run stops; the next one downloads and preloads again."""
-    if not corrupt(tensors, checksum):
+def tensors_of(wildcards, input):
+    """The tensor file of a job's input checksum file (tensors_input): what its script reads."""
+    return os.path.splitext(input.data)[0]
+
+
+def remake(tensors, checksum, raw):
+    """Before a run's first job: a missing or corrupt tensor file (damaged) is made again in place
+    from the downloaded files, as the preload rule makes it. Made again byte for byte (its sha256
+    is the recorded one), it takes back the time it was first written (the checksum file's), so
+    the runs made from it stand. Without the downloaded files, the file is removed and the run
+    stops; the next one downloads and preloads again."""
+    damage = damaged(tensors, checksum)
+    if damage is None:
         return
+    was = DAMAGE[damage][1]
     from mnistbench.data import preload
 
     recorded = Path(checksum).read_text().strip()
@@ -297,11 +315,12 @@ def remake_corrupt(tensors, checksum, raw):
     try:
         preload.save_tensors(preload.load_raw(raw), tensors, checksum)
     except BenchError as e:
-        os.unlink(tensors)
+        for f in (tensors, checksum):
+            if os.path.exists(f):
+                os.unlink(f)
         raise WorkflowError(
-            f"{tensors} did not match its checksum (a truncated or edited file) and was removed, "
-            f"and it cannot be made again here ({e}): run the same command again, which "
-            "downloads and preloads the data"
+            f"{tensors} {was} and cannot be made again here ({e}): it and its checksum are "
+            "removed; run the same command again, which downloads and preloads the data"
         )
     # save_tensors wrote the new file's sha256 beside it: no need to hash 200 MB again.
     same = Path(checksum).read_text().strip() == recorded
@@ -309,8 +328,7 @@ def remake_corrupt(tensors, checksum, raw):
         os.utime(tensors, ns=(written, written))
         os.utime(checksum, ns=(written, written))
     print(
-        f"{tensors} did not match its checksum (a truncated or edited file): made again from "
-        "the downloaded files"
+        f"{tensors} {was}: made again from the downloaded files"
         + (
             "; the same data, so the runs made from it stand"
             if same

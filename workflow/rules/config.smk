@@ -46,8 +46,10 @@ def check_space(*folders):
 def check_writable(*tops):
     """Every folder the jobs write into (the working directory and the folders under `tops`:
     results/, logs/) must be writable, or Snakemake fails on the first output it removes or makes
-    with a traceback: one line naming the folder and the fix instead. Called in `onstart`, where
-    jobs are about to run (not in a dry run). A symlinked results/ is followed."""
+    with a traceback, or (where the files themselves cannot be written: a read-only mount) while
+    it plans, with its own many lines about write-protected output: one line naming the folder
+    and the fix instead. Called when the Snakefile is read, before Snakemake plans, so a dry run
+    says it too. A symlinked results/ is followed."""
     bad = [] if os.access(".", os.W_OK) else ["."]
     for top in tops:
         for folder, _, _ in os.walk(top):

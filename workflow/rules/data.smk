@@ -27,7 +27,7 @@ rule preload:
     input:
         rules.download_mnist.output,
     output:
-        tensors="results/preload/mnist.pt",
+        tensors=TENSORS,
         checksum="results/preload/mnist.pt.sha256",
         transfer=report(
             "results/preload/transfer.csv",
@@ -46,6 +46,7 @@ rule preload:
     params:
         root=lambda wildcards, input: Path(input[0]).parents[2],
         devices=DEVICES,
+        code=depends.fingerprint("data.preload", scripts=("preload.py",)),
     script:
         "../scripts/preload.py"
 
@@ -58,15 +59,15 @@ if not workflow.remote_exec:
     )
 
 
-# A tensor file that no longer matches its checksum (e.g. truncated): said when the workflow is
-# read (a dry run changes nothing); a run makes it again before its first job (remake_corrupt).
-CORRUPT = not workflow.remote_exec and corrupt(
+# A tensor file that is missing or no longer matches its checksum (e.g. truncated): said when the
+# workflow is read (a dry run changes nothing); a run makes it again before its first job (remake).
+DAMAGED = not workflow.remote_exec and damaged(
     rules.preload.output.tensors, rules.preload.output.checksum
 )
-if CORRUPT:
+if DAMAGED:
     print(
-        f"{rules.preload.output.tensors} does not match its checksum (a truncated or edited "
-        "file): a run with a job to do makes it again from the downloaded files before its "
-        "first job; a run with nothing to do leaves it, as nothing then reads it",
+        f"{rules.preload.output.tensors} {DAMAGE[DAMAGED][0]}: a run with a job to do makes it "
+        "again from the downloaded files before its first job; a run with nothing to do leaves "
+        "it, as nothing then reads it",
         file=sys.stderr,
     )

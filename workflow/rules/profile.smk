@@ -8,8 +8,7 @@ PROFILED = [devs.slug(d) for d in DEVICES if any(g == d for g, *_ in GRID)]
 
 rule profile:
     input:
-        tensors=tensors_input("results/preload/mnist.pt"),
-        code=str(PKG / "train" / "profiling.py"),
+        data=tensors_input(),
     output:
         "results/profile/{device}.csv",
     log:
@@ -32,6 +31,7 @@ rule profile:
         batch_sizes=sorted({min(BATCH_SIZES), max(BATCH_SIZES)}),
         settings=RUN_SETTINGS,
         code=PROFILE_CODE,
+        tensors=tensors_of,
         threads=train_threads(),
         torch_threads=run_threads(),
     script:

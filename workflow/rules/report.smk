@@ -3,7 +3,8 @@
 # an analysis reruns these rules and never a timed run:
 #   snakemake --cores all                      # after editing report/figures.py or a `figures` option
 #   snakemake --report results/report.html
-# The package modules a rule's script imports are its inputs (depends.sources).
+# The code a rule's script runs, the package modules it imports included, is a param of the rule
+# (depends.fingerprint): an edit of any reruns it.
 # Other machines' results/summary/runs.csv (their epochs/environment/transfer/profile tables
 # next to it come along), merged by host in `aggregate`.
 from mnistbench.config import catalog
@@ -11,7 +12,14 @@ from mnistbench.collect import reference
 
 MERGE = config["merge_runs"]
 # Reference machines shown beside this run's results (their runs.csv; mnistbench/collect/reference.py).
-REFERENCES = [str(p) for p in reference.runs_files()] if config["reference"] else []
+# Files of the project, not of the run: named from the working directory, as Snakemake's records
+# name every input, and ancient (a clone's checkout gives them new times), their content the
+# analysis' rerun trigger (a param): a project moved or cloned anew plans nothing for them.
+REFERENCES = (
+    [ancient(os.path.relpath(p)) for p in reference.runs_files()]
+    if config["reference"]
+    else []
+)
 # The registries: name, category and label of every figure and of every analysis table.
 FIGURES = list(catalog.FIGURES)
 FIGURE_OUTPUTS = {
@@ -44,7 +52,6 @@ rule aggregate:
         transfer="results/preload/transfer.csv",
         profiles=expand("results/profile/{device}.csv", device=PROFILED),
         merged=MERGE,
-        code=depends.sources("collect.aggregate"),
     output:
         runs=report(
             "results/summary/runs.csv",
@@ -78,6 +85,7 @@ rule aggregate:
     conda:
         "../../environment.yml"
     params:
+        code=depends.fingerprint("collect.aggregate", scripts=("aggregate.py",)),
         left_out=LEFT_OUT,
         quality=config["quality"],
         later=later_outputs,
@@ -92,7 +100,6 @@ rule analyse:
         environment="results/summary/environment.csv",
         profile="results/summary/profile.csv",
         references=REFERENCES,
-        code=depends.sources("report.summary"),
     output:
         **FIGURE_PAGES,
         **TABLE_OUTPUTS,
@@ -104,6 +111,8 @@ rule analyse:
     conda:
         "../../environment.yml"
     params:
+        code=depends.fingerprint("report.summary", scripts=("analyse.py",)),
+        references=depends.digest(REFERENCES),
         config=report_config(),
     script:
         "../scripts/analyse.py"
@@ -113,7 +122,6 @@ rule figures:
     input:
         **{name: f"results/summary/{name}.csv" for name in catalog.inputs()},
         facts="results/summary/facts.json",
-        code=depends.sources("report.figures"),
     output:
         **FIGURE_OUTPUTS,
     log:
@@ -121,6 +129,7 @@ rule figures:
     conda:
         "../../environment.yml"
     params:
+        code=depends.fingerprint("report.figures", scripts=("figures.py",)),
         dpi=config["figures"]["dpi"],
         style=config["figures"]["style"],
         target=config["target_accuracy"],

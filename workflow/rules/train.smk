@@ -1,7 +1,6 @@
 rule train:
     input:
-        tensors=tensors_input("results/preload/mnist.pt"),
-        script=TRAIN_SCRIPT,
+        data=tensors_input(),
     output:
         row="results/runs/{device}/{network}/{mode}/bs{batch_size}/{run}.csv",
         env="results/runs/{device}/{network}/{mode}/bs{batch_size}/{run}.json",
@@ -25,10 +24,11 @@ rule train:
         # Rerun triggers: a run is retimed when a setting it depends on or its code changes.
         settings=RUN_SETTINGS,
         code=run_code,
+        tensors=tensors_of,
         threads=train_threads(),
         torch_threads=run_threads(),
     shell:
-        '"$MNISTBENCH_PYTHON" {input.script:q} {output.row:q} {output.env:q} {log:q} {input.tensors:q}'
+        '"$MNISTBENCH_PYTHON" "$MNISTBENCH_TRAIN_SCRIPT" {output.row:q} {output.env:q} {log:q} {params.tensors:q}'
         " {params.device:q} {params.network:q} {wildcards.mode:q} {wildcards.batch_size} {params.repeat}"
         " {params.torch_threads} {params.models_at_once}"
 

@@ -18,9 +18,7 @@ with job(snakemake) as log:
         # a train run.
         from mnistbench.train import worker
 
-        request = dict(
-            args, data_path=os.path.abspath(snakemake.input.tensors), log_path=os.path.abspath(snakemake.log[0])
-        )
+        request = dict(args, data_path=os.path.abspath(p.tensors), log_path=os.path.abspath(snakemake.log[0]))
         rows = worker.profile(request, socket_for(0))
     else:
         # A timed job like a train job: it takes the machine's timed slot (idle warm workers then
@@ -28,5 +26,5 @@ with job(snakemake) as log:
         from mnistbench.train import profiling
 
         with timed_slot(log=log):
-            rows = profiling.profile_device(**args, data_path=snakemake.input.tensors, log=log)
+            rows = profiling.profile_device(**args, data_path=p.tensors, log=log)
     write_rows(snakemake.output[0], PROFILE_COLUMNS, rows)

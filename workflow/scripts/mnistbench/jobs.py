@@ -13,6 +13,8 @@ INTERRUPTED = "interrupted: rerun the same command to finish"
 CONFIG_ENV = "MNISTBENCH_CONFIG"
 # The interpreter that runs a train job (its rule's shell command names it as $MNISTBENCH_PYTHON).
 PYTHON_ENV = "MNISTBENCH_PYTHON"
+# The script a train job runs, named as $MNISTBENCH_TRAIN_SCRIPT in its rule's shell command.
+TRAIN_SCRIPT_ENV = "MNISTBENCH_TRAIN_SCRIPT"
 # The Snakemake process that runs the pipeline (pipeline_token), set like CONFIG_ENV: a warm worker
 # serves the jobs of the pipeline it was started for and ends when that process does (worker.py).
 PIPELINE_ENV = "MNISTBENCH_PIPELINE"

@@ -27,13 +27,23 @@ READS = {"report.words": "templates/*.j2"}
 RECORDED_ENV = ("OMP_", "MKL_", "OPENBLAS_", "ATEN_CPU_CAPABILITY", "ONEDNN_", "DNNL_", "CUDA_VISIBLE", "SLURM_JOB_ID")
 # Every variable (or prefix) of the environment that changes what a run does, those it records
 # included: the C compiler that builds the kernel (CC, found on PATH) and what a compiler reads,
-# the temp dir the kernel is cached in, torch's, CUDA's and Triton's settings, the timed-run slot.
+# the temp dir the kernel is cached in, torch's, CUDA's and Triton's settings, the timed-run slot,
+# the memory a run may assume free (train/memory.py).
 # A warm worker serves only jobs whose environment agrees with its own on them (worker.identity).
 RUN_ENV = (
     *RECORDED_ENV,
     *("CC", "CXX", "CFLAGS", "PATH", "CPATH", "C_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH"),
     *("GCC_EXEC_PREFIX", "LD_LIBRARY_PATH", "LD_PRELOAD", "TMPDIR", "TEMP", "TMP"),
-    *("TORCH", "PYTORCH_", "CUDA_", "CUBLAS_", "NVIDIA_TF32_OVERRIDE", "TRITON_", "MNISTBENCH_TIMED_SLOT"),
+    *(
+        "TORCH",
+        "PYTORCH_",
+        "CUDA_",
+        "CUBLAS_",
+        "NVIDIA_TF32_OVERRIDE",
+        "TRITON_",
+        "MNISTBENCH_TIMED_SLOT",
+        "MNISTBENCH_FREE_MEMORY",
+    ),
 )
 
 
@@ -113,14 +123,26 @@ def sources(*modules: str, scripts: tuple = ()) -> list[str]:
     return sorted(seen.values())
 
 
+def digest(files) -> str:
+    """Hash of the files' names and content: a rule's rerun trigger (a param) for files of the
+    project that it reads. By content, not by the files' paths or times: a project moved, or
+    cloned anew with its results copied in, has the same files."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).name.encode() + b"\0" + Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(*modules: str, scripts: tuple = ()) -> str:
+    """The digest of the source that these modules and scripts run (`sources`): a rule's rerun
+    trigger for its code."""
+    return digest(sources(*modules, scripts=scripts))
+
+
 @functools.cache  # once per process: reading the imports of 22 files costs ~0.35 s, and a warm
 # worker whose sources changed exits before it trains again (worker.fingerprint)
 def code_fingerprint(task: str = "train") -> str:
-    """Hash of the source that a timed job of `task` runs (its script, the worker that serves it
-    and the task's module, with everything they import): it changes exactly when a run's code
-    does; an edit of the analysis or of the figures changes nothing here."""
-    h = hashlib.sha256()
-    script = {"train": "train.py", "profile": "profile_steps.py"}[task]
-    for f in sources(TASKS[task][0], scripts=(script,)):
-        h.update(Path(f).name.encode() + b"\0" + Path(f).read_bytes())
-    return h.hexdigest()[:16]
+    """The fingerprint of the source that a timed job of `task` runs (its script, the worker that
+    serves it and the task's module, with everything they import): it changes exactly when a
+    run's code does; an edit of the analysis or of the figures changes nothing here."""
+    return fingerprint(TASKS[task][0], scripts=({"train": "train.py", "profile": "profile_steps.py"}[task],))
