@@ -285,3 +285,50 @@ def test_what_a_denormal_costs_counts_each_process_once_with_an_interval_over_pr
     three = aggregate.load_environment([record(1, 30.0)] * 3 + [record(2, 33.0), record(3, 27.0)]).iloc[0]
     assert three.n_runs == 5 and three.denormal_cost == 30.0
     assert three.denormal_cost_lo < 30.0 < three.denormal_cost_hi
+
+
+def profiled(host: str, machine: str) -> pd.DataFrame:
+    """The profile job's rows of one host (torch ops per step of seed and module)."""
+    out = []
+    for mode, ops in (("seed", 105.0), ("module", 45.0)):
+        for b in (1, 4096):
+            out.append(dict(host=host, machine=machine, device="cpu", model="mlp-16-16", mode=mode, batch_size=b))
+            out[-1].update(status="ok", ops_step=ops, ops_batch=3.0, transfer_us=1.0, step_us_profiled=100.0)
+    return pd.DataFrame(out)
+
+
+def test_a_place_of_pooled_hosts_says_what_its_hosts_measured():
+    """Identical nodes cpu01 and cpu02 pool into one place, named for their machine: what the
+    tables kept per host (environment, profile) and the repeats that disagree are still its own,
+    found by its hosts, not by comparing a host with the place's name."""
+    pooled = rows(EPYC, ["cpu01", "cpu02"], modes=("seed", "module"), repeats=4)
+    slow = (pooled["mode"] == "module") & (pooled["batch_size"] == 16) & (pooled["repeat"] == 1)
+    pooled.loc[slow, "step_time_median_s"] *= 2  # one process twice as slow: the repeats disagree
+    box = rows(XEON, ["box"], modes=("seed", "module"), repeats=4, seed=3)
+    transfer = pd.DataFrame(columns=["host", "device", "memory", "bytes", "seconds", "gb_per_s"])
+    versions = dict(torch="2.11.0", python="3.12.1", cuda="", platform="Linux")
+    env = pd.DataFrame(
+        [
+            dict(host=h, device="cpu", device_name=f"cpu of {h}", cores=8, threads=8, fma_gflops=100.0, **versions)
+            for h in ("cpu01", "cpu02", "box")
+        ]
+    )
+    cfg = {"quality": {"use": ["ok"], "repeat_spread": 1.25}}
+    for runs, prof in [
+        (pooled, profiled("cpu01", EPYC)),
+        (
+            pd.concat([pooled, box], ignore_index=True),
+            pd.concat([profiled("cpu01", EPYC), profiled("box", XEON)], ignore_index=True),
+        ),
+    ]:
+        _, found = summary.analyse(runs, transfer, prof, env, cfg)
+        md = words.summary_md(found)
+        section = md.split("## AMD EPYC 9654, 8 threads on cpu01, cpu02\n", 1)[1].split("\n## ", 1)[0]
+        assert "- Environment (cpu): cpu of cpu01;" in section, section
+        assert "(Python, dispatch, allocation, 108 torch ops per step)" in md, md
+        assert (
+            "- Torch ops dispatched per training step of mlp-16-16 on cpu at batch 1: seed 108, module 48." in section
+        )
+        several = runs["host"].nunique() > 2
+        where = section if several else md.split("## Repeats that disagree\n", 1)[1]
+        assert "cpu mlp-16-16 module batch 16: the 4 repeats' median step times differ by 2×" in where, md

@@ -9,7 +9,7 @@ import pandas as pd
 
 from mnistbench.collect import uncertainty
 from mnistbench.collect.aggregate import succeeded
-from mnistbench.report.tables import add_interval_columns, medians, replicates, reps_of
+from mnistbench.report.tables import add_interval_columns, medians, of_place, replicates, reps_of
 
 BYTES_PER_SAMPLE = 784 * 4 + 8  # float32 image + int64 label: what a DataLoader batch copies
 
@@ -37,11 +37,11 @@ def bandwidth(transfer: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def copy_seconds(bw: pd.DataFrame, host, device, nbytes) -> float:
-    """Predicted time of one host->device copy of nbytes, from the fitted line of the memory kind
-    the DataLoader uses (pinned where the device has it, pageable elsewhere; on the cpu a host
-    memcpy, which is what the DataLoader's collation does)."""
-    g = bw[(bw["host"] == host) & (bw["device"] == device)]
+def copy_seconds(bw: pd.DataFrame, device, nbytes) -> float:
+    """Predicted time of one host->device copy of nbytes on a place (`bw`: its rows, of_place),
+    from the fitted line of the memory kind the DataLoader uses (pinned where the device has it,
+    pageable elsewhere; on the cpu a host memcpy, which is what the DataLoader's collation does)."""
+    g = bw[bw["device"] == device]
     if g.empty:
         return math.nan
     want = "pinned" if (g["memory"] == "pinned").any() else "pageable"
@@ -82,13 +82,15 @@ def dataloader(runs: pd.DataFrame, bw: pd.DataFrame, prof: pd.DataFrame, use=("o
         "extra_share",
         [1 - reps_of(reps, p, d, m, "module", b) / reps_of(reps, p, d, m, "dataloader", b) for p, d, m, b in at],
     )
-    both["copy_us"] = [copy_seconds(bw, p, d, b * BYTES_PER_SAMPLE) * 1e6 for p, d, _, b in at]
+    both["copy_us"] = [copy_seconds(of_place(bw, runs, p), d, b * BYTES_PER_SAMPLE) * 1e6 for p, d, _, b in at]
     both["copy_share"] = both["copy_us"] / both["dataloader_step_us"]
     both["note"] = np.where(both["extra_us"] < 0, "dataloader measured faster than module: within the noise", "")
-    for mode in ("dataloader", "module"):  # a host's profile is its place's, as its copies are
+    placed = [of_place(prof, runs, p).assign(place=p) for p in both["place"].unique()]
+    placed = pd.concat(placed, ignore_index=True) if placed else prof.iloc[0:0]
+    for mode in ("dataloader", "module"):  # a place's profile is its hosts', as its copies are
         both[f"profiled_{mode}_share"] = math.nan
-        if len(prof):  # the last profile of a combination profiled twice
-            p = succeeded(prof[prof["mode"] == mode]).rename(columns={"host": "place"})
+        if len(placed):  # the last profile of a combination profiled twice
+            p = succeeded(placed[placed["mode"] == mode])
             p = p.assign(share=p["transfer_us"] / p["step_us_profiled"]).drop_duplicates(keys, keep="last")
             both[f"profiled_{mode}_share"] = both[keys].merge(p[[*keys, "share"]], on=keys, how="left")["share"]
     return both[cols].sort_values(keys, ignore_index=True)

@@ -17,7 +17,7 @@ from mnistbench.measure.slowed import SLOWED
 from mnistbench.report import many, pages
 from mnistbench.report.numbers import at, num, ratio
 from mnistbench.report.pages import combination
-from mnistbench.report.tables import own, yes
+from mnistbench.report.tables import of_place, own, yes
 
 MAX_HEADLINE = 10  # bullets of a headline across machines, however many machines
 MAX_NAMED = 8  # combinations a sentence names one by one
@@ -103,9 +103,9 @@ def limit(tables: dict, place, model, seed, top) -> list[dict]:
     if not math.isfinite(lim):
         return []
     b = int(seed["batch_size"])
-    prof, ops = tables["profile"], None
+    prof, ops = of_place(tables["profile"], tables["runs"], place), None
     if len(prof) and "ops_step" in prof.columns:
-        p = prof[(prof["host"] == place) & (prof["device"] == CPU) & (prof["mode"] == "seed")]
+        p = prof[(prof["device"] == CPU) & (prof["mode"] == "seed")]
         p = succeeded(p[p["model"] == model] if "model" in p.columns else p)
         p = p[p["batch_size"] == b]
         ops = float(p["ops_step"].iloc[0] + p["ops_batch"].iloc[0]) if len(p) else None
@@ -287,7 +287,7 @@ def findings(tables: dict, place) -> list[dict]:
     """A place's findings beyond its headline."""
     fit, cross, spd, runs = (tables[k] for k in ("fits", "crossover", "speedup", "runs"))
     here = runs[runs["place"] == place]
-    out = denormals(tables["environment"], here)
+    out = denormals(of_place(tables["environment"], runs, place))
     trusted = fit[(fit["place"] == place) & fit["trusted"]]
     for model in networks_of(fit[fit["place"] == place]):
         for device in cpu_first(here[here["model"] == model]["device"]):
@@ -309,18 +309,17 @@ def findings(tables: dict, place) -> list[dict]:
     out += slowed(succeeded(here), place)
     out += speedups(spd[spd["place"] == place])
     out += [dict(kind="dataloader", **r) for r in tables["dataloader"].query("place == @place").to_dict("records")]
-    out += copies(tables["bandwidth"], place)
-    prof = tables["profile"]
-    out += ops(succeeded(prof[prof["host"] == place]) if len(prof) else prof)
+    out += copies(of_place(tables["bandwidth"], runs, place))
+    out += ops(succeeded(of_place(tables["profile"], runs, place)))
     return out
 
 
-def denormals(env: pd.DataFrame, here: pd.DataFrame) -> list[dict]:
-    """What an operation on a denormal number costs the cpu of a place's hosts (its first host
-    that measured it, a cpu run's record first), and which modes flush them."""
-    if "denormal_cost" not in env.columns or here.empty:
+def denormals(env: pd.DataFrame) -> list[dict]:
+    """What an operation on a denormal number costs the cpu of a place (`env`: its environment
+    rows, of_place; a cpu run's record first), and which modes flush them."""
+    if "denormal_cost" not in env.columns:
         return []
-    e = env[env["host"].isin(set(here["host"])) & pd.to_numeric(env["denormal_cost"], errors="coerce").notna()]
+    e = env[pd.to_numeric(env["denormal_cost"], errors="coerce").notna()]
     if e.empty:
         return []
     r = e.sort_values("device", key=lambda d: d != CPU, kind="stable").iloc[0]
@@ -392,9 +391,9 @@ def speedup_range(spd: pd.DataFrame) -> list[dict]:
     return [dict(said["best_mode"], kind="speedup_cpu_only")] if "best_mode" in said else []
 
 
-def copies(bw: pd.DataFrame, host) -> list[dict]:
-    """Pinned against pageable copies to each accelerator, and the host memcpy baseline."""
-    bw = bw[bw["host"] == host]
+def copies(bw: pd.DataFrame) -> list[dict]:
+    """Pinned against pageable copies to each accelerator, and the host memcpy baseline, of a
+    place (`bw`: its rows, of_place)."""
     out = []
     for r in bw[bw["memory"] == "pinned"].to_dict("records"):
         pg = bw[(bw["device"] == r["device"]) & (bw["memory"] == "pageable")]
@@ -434,6 +433,7 @@ def collect(tables: dict, cfg: dict) -> dict:
     out.update(headline=[], per_network=[], ranking=[], places=[], references=[], pages={f: [] for f in FIGURES})
     out["many"] = many.facts(tables["many"]) if "many" in tables else []
     out.update(set_aside=tables["set_aside"].to_dict("records"), disagreeing=tables["disagreeing"].to_dict("records"))
+    out["unplaced"] = {k: out[k] for k in ("disagreeing", "set_aside")}  # until the places take theirs
     if succeeded(runs).empty:
         statuses = ", ".join(sorted(set(runs["status"]))) if len(runs) else "none"
         out["notes"].append(dict(kind="no_success", statuses=statuses))
@@ -452,11 +452,15 @@ def collect(tables: dict, cfg: dict) -> dict:
     out.update(ranking=ranking(tables) if several else [])
     env = tables["environment"]
     out["places"] = [
-        dict(name=p, environment=env[env["host"] == p].to_dict("records") if "host" in env.columns else [])
+        dict(name=p, environment=of_place(env, runs, p).to_dict("records"))
         | dict(headline=place_headline(tables, p) if several else [])
         | dict(per_network=per_network(m, p) if several and len(m) else [], findings=findings(tables, p))
+        | {k: at_place(out[k], runs, p) if several else [] for k in ("disagreeing", "set_aside")}
         for p in by_name(runs["place"])
     ]
+    # What no place's section says, said once at the end of summary.md (the report's page says all).
+    said = {k: [r for p in out["places"] for r in p[k]] for k in ("disagreeing", "set_aside")}
+    out["unplaced"] = {k: [r for r in out[k] if r not in rows] for k, rows in said.items()}
     first_network = [f for f in (out["per_network"] or [f for p in out["places"] for f in p["per_network"]])][:1]
     firsts = [bullet[0] for bullet in out["headline"] if bullet[0]["kind"] in ("ladder_small", "overview_kind")]
     out["pages"] = dict(
@@ -474,6 +478,12 @@ def collect(tables: dict, cfg: dict) -> dict:
         ),
     )
     return out
+
+
+def at_place(rows: list[dict], runs: pd.DataFrame, place) -> list[dict]:
+    """The rows (of the runs set aside, of the repeats that disagree) of a place's machines."""
+    here = set(zip(runs.loc[runs["place"] == place, "machine"], runs.loc[runs["place"] == place, "device"]))
+    return [r for r in rows if (r.get("machine"), r.get("device")) in here]
 
 
 def headline(tables: dict, label: str = "") -> list[list[dict]]:

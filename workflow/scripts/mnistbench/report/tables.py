@@ -39,6 +39,22 @@ def placed(runs: pd.DataFrame) -> pd.DataFrame:
     return machines.places(runs) if "machine" in runs.columns else runs.assign(place=runs.get("host"))
 
 
+def of_place(df: pd.DataFrame, runs: pd.DataFrame, place) -> pd.DataFrame:
+    """The rows of a table kept per host (the profile, the environment, the copy bandwidth) that
+    are `place`'s: those of the hosts and devices its runs ran on; where it pools identical hosts,
+    the first one's (natural order) that has rows on each device, as identical hardware answers
+    once. A place is no host: a pooled one is named for its machine, so its rows are never found
+    by comparing a host with its name."""
+    if df.empty or "host" not in df.columns:
+        return df.iloc[0:0]
+    here = runs.loc[runs["place"] == place, ["host", "device"]].drop_duplicates()
+    rows = df.merge(here, on=["host", "device"])
+    if rows.empty:
+        return rows
+    first = rows.groupby("device")["host"].transform(lambda hosts: machines.by_name(hosts)[0])
+    return rows[rows["host"] == first].reset_index(drop=True)
+
+
 def replicates(runs: pd.DataFrame, use=("ok",), stream: str = "") -> dict:
     """{(place, device, model, mode, batch_size): drawn runs} of every combination's usable runs."""
     return uncertainty.replicates(usable(placed(runs), use), PLACE_KEYS, stream=stream)
@@ -470,7 +486,7 @@ def over_cpu_best(lad: pd.DataFrame, reps: dict) -> None:
 
 def set_aside(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
     """Runs kept out of the analysis (a failed status, or a timing verdict not in `use`), and why."""
-    cols = ["host", "device", "model", "mode", "batch_size", "repeat", "status", "quality", "reason"]
+    cols = ["host", "machine", "device", "model", "mode", "batch_size", "repeat", "status", "quality", "reason"]
     out = runs[~runs.index.isin(usable(runs, use).index)]
     out = out.reindex(columns=list(dict.fromkeys([*out.columns, "message", "quality", "quality_note"])))
     notes = out["quality_note"].astype(object).fillna("")
@@ -484,5 +500,5 @@ def set_aside(runs: pd.DataFrame, use=("ok",)) -> pd.DataFrame:
 def disagreeing(runs: pd.DataFrame, use=("ok",), limit=1.25) -> pd.DataFrame:
     """Combinations whose usable repeats' median step times differ by more than `limit`."""
     s = summarise(runs, use, limit, intervals=False)  # the spread only: no replicates drawn
-    keys = ["host", "device", "model", "mode", "batch_size", "n_ok", "repeat_spread"]
+    keys = ["host", "machine", "device", "model", "mode", "batch_size", "n_ok", "repeat_spread"]
     return s[s["repeats_agree"].astype(str) == "False"][keys].reset_index(drop=True)
