@@ -7,16 +7,17 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from conftest import as_another_machine, closed_port, jobs, own_workdir, snakemake, tiny_config
+from conftest import as_another_machine, closed_port, jobs, make_tensors, own_workdir, snakemake, tiny_config
 from mnistbench import BenchError, files
 from mnistbench.data import download, preload, synthetic
 from mnistbench.jobs import INTERRUPTED
 from mnistbench.measure import slot
-from mnistbench.train import kernel, needs
+from mnistbench.train import kernel, needs, trainer
 
 PKG = str(Path(preload.__file__).parents[2])
 RUN = "results/runs/cpu/mlp-16-16/module/bs64/r0.csv"
@@ -192,10 +193,29 @@ def test_an_interrupt_of_snakemake_alone_stops_the_run(mirror, prepared):
     assert (tmp_path / run).exists()
 
 
-def test_an_unbuildable_kernel_is_left_out_with_the_compilers_message(monkeypatch):
+def test_a_compiler_that_does_not_run_leaves_the_kernel_out_with_its_message(monkeypatch):
     monkeypatch.setenv("CC", "/bin/false")
-    why = needs.why_not("kernel", "cpu")
-    assert why == "kernel needs a C compiler that builds kernel.c (/bin/false could not build kernel.c: exit status 1)"
+    assert needs.why_not("kernel", "cpu") == "kernel needs a C compiler that runs (/bin/false --version: exit status 1)"
+
+
+def test_a_compiler_that_cannot_build_the_kernel_makes_its_runs_rows_that_say_why(tmp_path, monkeypatch):
+    """Whether kernel.c builds is the train job's to find (the Snakefile asks only whether the
+    compiler runs, and builds nothing while it plans): its runs are `unsupported` rows naming the
+    compiler's error, not failed jobs."""
+    cc = tmp_path / "oldcc"
+    cc.write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && echo "oldcc 1.0" && exit 0\necho "kernel.c:1: error: no vectors" >&2\nexit 1\n'
+    )
+    cc.chmod(0o755)
+    monkeypatch.setenv("CC", str(cc))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # a cache of its own, where no build of kernel.c lies
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert needs.why_not("kernel", "cpu") is None
+    tensors = make_tensors(tmp_path, 64, 16)
+    cfg = dict(trainer.DEFAULTS, min_timed_s=0, train_samples=64, test_samples=16, warmup_steps=1, epochs=1, retime=0)
+    row, _ = trainer.train(cfg, tensors, "cpu", "mlp-16-16", "kernel", 8, 0, log=lambda m: None)
+    assert row["status"] == "unsupported" and row["message"].startswith(f"kernel: {cc} could not build kernel.c"), row
+    assert "error: no vectors" in row["message"], row["message"]
 
 
 @pytest.mark.skipif(kernel.compiler() is None, reason="no C compiler to build the kernel")

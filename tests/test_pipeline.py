@@ -187,3 +187,20 @@ def test_planning_a_run_imports_no_torch(tmp_path):
     for heavy in ("torch", "matplotlib", "seaborn"):
         assert not [m for m in imported if m.split(".")[0] == heavy], f"the plan imported {heavy}"
     assert job_stats(proc)["train"] == len(cfg["modes"]) * len(cfg["batch_sizes"])
+
+
+def test_a_dry_run_writes_nothing_but_snakemakes_own_records(tmp_path):
+    """Planning only plans: a dry run of the default config builds no kernel (in a fresh TMPDIR,
+    where none lies) and writes nothing there or under results/; only .snakemake/ (Snakemake's
+    own) may appear in the working directory."""
+    tmp, wd = tmp_path / "tmp", tmp_path / "wd"
+    tmp.mkdir()
+    wd.mkdir()
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(wd)]
+    cmd += ["--configfile", str(REPO / "config/config.yaml"), "--cores", "2"]
+    proc = subprocess.run(
+        cmd, cwd=wd, env=dict(os.environ, TMPDIR=str(tmp)), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "train" in job_stats(proc)  # it planned the grid
+    assert list(tmp.iterdir()) == [] and sorted(p.name for p in wd.iterdir()) == [".snakemake"]

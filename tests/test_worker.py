@@ -443,7 +443,7 @@ def test_a_lock_that_cannot_be_opened_is_the_jobs_line_and_the_worker_stays(serv
 
 
 COMPILER_FAILED = (
-    "kernel needs a C compiler that builds kernel.c (/bin/false could not build kernel.c: exit status 1): "
+    "kernel needs a C compiler that runs (/bin/false --version: exit status 1): "
     "set CC to a working C compiler, or install one (gcc or clang)"
 )
 

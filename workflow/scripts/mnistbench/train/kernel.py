@@ -7,7 +7,9 @@ Concurrent jobs each build to their own temp file and rename, so a half-written 
 loaded. Any failure (no compiler, a build error, a temp dir mounted noexec) is a BuildError
 saying why, which the mode turns into an `unsupported` row.
 
-Torch-free: the Snakefile asks whether kernel.c builds here on every call (train/needs.py); the
+Torch-free: the Snakefile asks on every call whether a compiler runs here (train/needs.py:
+`unusable`, which builds nothing: planning writes nothing); the train job builds it, and a compiler
+that runs but cannot build kernel.c makes the run's row `unsupported` with its message. The
 Python side of the calls, on torch tensors, is in native.py.
 """
 
@@ -48,24 +50,35 @@ def compiler() -> list[str] | None:
     return [path, *cmd[1:]] if path else None
 
 
-_identity = {}
+_version = {}
+
+
+def _asked(cc: list[str]) -> tuple[str, str | None]:
+    """(the first line of `cc --version`, or why it did not answer), asked once per process."""
+    key = tuple(cc)
+    if key not in _version:
+        try:
+            r = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30, check=False)
+            first = (r.stdout or r.stderr).strip().splitlines()[:1]
+            _version[key] = (first[0] if first else "", None if r.returncode == 0 else f"exit status {r.returncode}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            _version[key] = ("", str(e) or type(e).__name__)
+    return _version[key]
 
 
 def identity() -> str:
     """The compiler a build uses, as a run depends on it: its command and the first line of its
     `--version` (a compiler upgraded in place builds other code). "" without one."""
     cc = compiler()
-    if cc is None:
-        return ""
-    key = tuple(cc)
-    if key not in _identity:
-        try:
-            r = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30, check=False)
-            version = (r.stdout or r.stderr).strip().splitlines()[:1]
-        except (OSError, subprocess.TimeoutExpired):
-            version = []
-        _identity[key] = " ".join([*cc, *version])
-    return _identity[key]
+    return " ".join(p for p in [*cc, _asked(cc)[0]] if p) if cc else ""
+
+
+def unusable() -> str | None:
+    """Why the compiler does not run here (`--version` fails), or None; builds nothing, so the
+    Snakefile asks it while it plans (whether kernel.c builds is the train job's to find)."""
+    cc = compiler()
+    why = _asked(cc)[1] if cc else None
+    return f"{' '.join(cc)} --version: {why}" if why else None
 
 
 def problem() -> str | None:

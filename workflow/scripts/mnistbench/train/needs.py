@@ -1,6 +1,8 @@
 """What a mode needs of this machine besides the registry's yes (config/catalog.py): a C compiler
-that builds kernel.c, Triton. `why_not` is the one answer to "can this device x network x mode run
-here?": the grid leaves out what it says no to, and lists it with the reason in left_out.csv.
+that runs, Triton. `why_not` is the one answer to "can this device x network x mode run here?":
+the grid leaves out what it says no to, and lists it with the reason in left_out.csv. It is asked
+while Snakemake plans, so it builds nothing: a compiler that runs but cannot build kernel.c is
+the train job's to find (its row is `unsupported`, with the compiler's message).
 """
 
 from mnistbench.config import catalog, networks
@@ -24,8 +26,8 @@ def _missing(needs: str) -> str | None:
 
         if kernel.compiler() is None:
             return "needs a C compiler (none found: install gcc or clang, or set CC)"
-        built = kernel.problem()  # a compiler that cannot build kernel.c leaves it out as well
-        return f"needs a C compiler that builds kernel.c ({built})" if built else None
+        why = kernel.unusable()
+        return f"needs a C compiler that runs ({why})" if why else None
     if needs == "triton":
         from mnistbench.train import persistent
 
