@@ -64,6 +64,7 @@ def cgroup_of_its_own(limit: int) -> Path:
     pytest.skip("no memory cgroup can be made here")
 
 
+@pytest.mark.slow  # a process of its own, importing torch
 def test_what_is_free_is_the_cgroups_where_it_limits_the_run():
     """A process in a cgroup of 2 GB on a larger machine: what it may still allocate is the
     cgroup's, less what it already holds (torch's import among it), and the line names the cgroup."""

@@ -189,6 +189,7 @@ def test_planning_a_run_imports_no_torch(tmp_path):
     assert job_stats(proc)["train"] == len(cfg["modes"]) * len(cfg["batch_sizes"])
 
 
+@pytest.mark.slow  # Snakemake's command line in a process of its own
 def test_a_dry_run_writes_nothing_but_snakemakes_own_records(tmp_path):
     """Planning only plans: a dry run of the default config builds no kernel (in a fresh TMPDIR,
     where none lies) and writes nothing there or under results/; only .snakemake/ (Snakemake's

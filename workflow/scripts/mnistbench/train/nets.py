@@ -141,6 +141,7 @@ def family_params(net: nn.Sequential) -> dict:
 _classes = {}
 _folders = set()  # the folders of the users' modules this process imported: their helpers too
 _on_path = set()  # those of them this process put on the import path
+_active = None  # the folder whose network was built last
 
 
 def _theirs(file: str) -> bool:
@@ -154,11 +155,16 @@ def _theirs(file: str) -> bool:
     )
 
 
-def _only_its_folder(folder: str) -> None:
+def _only_its_folder(folder: str, afresh: bool = False) -> None:
     """As `python path/to/net.py` sees the import path: its folder first and no other user's (a
     warm worker builds many networks, one at a time), and no helper module that another network's
     folder, or this one's before an edit, left in sys.modules: each imports its own afresh. The
-    folder stays on the path while the network trains, for imports inside its functions."""
+    folder stays on the path while the network trains, for imports inside its functions. Nothing
+    to do where the last network built was of this folder (K copies build it K times)."""
+    global _active
+    if _active == folder and sys.path[:1] == [folder] and not afresh:
+        return
+    _active = folder
     _folders.add(folder)
     for mod, m in list(sys.modules.items()):
         file = getattr(m, "__file__", None) or ""
@@ -188,7 +194,7 @@ def user_class(network: Network) -> type:
         raise BadModel(f"{where}: no such file; write it, or correct the path in `models`")
     name = f"mnistbench_user_{network.digest[:16]}"
     mine = {str(Path(f).with_suffix("")) for f in network.files}
-    _only_its_folder(folder)
+    _only_its_folder(folder, afresh=True)
     before = set(sys.modules)
     try:
         loader = importlib.util.spec_from_file_location(name, network.path)
