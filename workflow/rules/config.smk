@@ -57,9 +57,14 @@ def check_writable(*tops):
                 bad.append(folder)
     if bad:
         more = f" (and {len(bad) - 1} more folders)" if len(bad) > 1 else ""
+        # A read-only mount is no matter of permissions: chmod cannot fix it.
+        if os.statvfs(bad[0]).f_flag & os.ST_RDONLY:
+            fix = "mount it writable"
+        else:
+            fix = f"make it writable (chmod -R u+w {' '.join(tops)})"
         raise WorkflowError(
-            f"the folder {os.path.abspath(bad[0])}{more} is not writable: make it writable "
-            f"(chmod -R u+w {' '.join(tops)}) or run where you can write, and rerun"
+            f"the folder {os.path.abspath(bad[0])}{more} is not writable: {fix} or run where "
+            "you can write, and rerun"
         )
 
 
