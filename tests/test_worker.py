@@ -180,9 +180,9 @@ def test_a_killed_worker_gives_the_job_one_line(long_run):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the training worker (pid") and "ended" in lines[0], err
     # What is known of how it ended (its parent, this job, was told), never an empty "()"; a SIGKILL
-    # is most often the kernel's out-of-memory killer: the run's estimate, and fixes for memory.
-    assert "(killed by signal 9 (SIGKILL): the kernel may have killed it for lack of memory (this run's" in lines[0]
-    assert "estimate: about 0." in lines[0] and "GB free); its log: logs/w.log); train fewer copies" in lines[0], err
+    # is what the kernel's out-of-memory killer sends: the run's estimate, and the fixes for memory.
+    assert "(killed by signal 9 (SIGKILL), the signal the kernel's out-of-memory killer sends (this run's" in lines[0]
+    assert "estimate: about 0." in lines[0] and "GB free); its log: logs/w.log); if memory ran out, train" in lines[0]
     assert "()" not in lines[0], err
 
 
@@ -195,8 +195,11 @@ def test_a_worker_gone_while_the_kernel_killed_for_memory_says_so_though_this_jo
     gone.wait()  # a pid that no longer runs, of a process this job did not start as a worker
     since = worker.oom_kills() - 1  # one kill since the run began
     line = worker._lost(str(tmp_path / "w.sock"), gone.pid, EOFError(), "about 30 GB on cpu, of 21 GB free", since)
-    assert "it has exited; its exit status went to the job that started it: the kernel may have killed it" in line
+    assert "it has exited; its exit status went to the job that started it: the kernel's out-of-memory killer" in line
     assert "(this run's estimate: about 30 GB on cpu, of 21 GB free)" in line and "set warm_worker" not in line
+    assert line.endswith(
+        "; train fewer copies (models_at_once), a smaller batch size or a smaller network, or free memory"
+    )
     quiet = worker._lost(str(tmp_path / "w.sock"), gone.pid, EOFError(), "about 1 GB", since + 1)
     assert "memory" not in quiet and "set warm_worker: false" in quiet
 

@@ -236,11 +236,15 @@ def _lost(sock_path: str, pid, error: BaseException, needs: str = "", ooms: int 
     else:
         how = "it has exited; its exit status went to the job that started it"
     fix = "see the job's log and rerun the job, or set warm_worker: false to train in the job's own process"
+    memory = "train fewer copies (models_at_once), a smaller batch size or a smaller network, or free memory"
+    estimate = f" (this run's estimate: {needs})" if needs else ""
     now = oom_kills()
-    if status == -signal.SIGKILL or (ooms is not None and now is not None and now > ooms):
-        estimate = f" (this run's estimate: {needs})" if needs else ""
-        how += f": the kernel may have killed it for lack of memory{estimate}"
-        fix = "train fewer copies (models_at_once), a smaller batch size or a smaller network, or free memory"
+    if ooms is not None and now is not None and now > ooms:
+        how += f": the kernel's out-of-memory killer killed a process meanwhile{estimate}"
+        fix = memory
+    elif status == -signal.SIGKILL:
+        how += f", the signal the kernel's out-of-memory killer sends{estimate}"
+        fix = f"if memory ran out, {memory}; else see the job's log and rerun the job"
     return f"the training worker (pid {pid}) ended before the run finished ({how}; its log: {worker_log(sock_path)}); {fix}"
 
 
