@@ -14,7 +14,8 @@ from conftest import REPO
 from mnistbench.config import catalog, devices, networks
 from mnistbench.data import download
 from mnistbench.train import kernel, native, nets, runner, trainer
-from mnistbench.train.modes import Manual, Numpy, Seed, implementation
+from mnistbench.train.ladder import implementation
+from mnistbench.train.modes import Manual, Numpy, Seed
 from mnistbench.train.native import nonzero_share
 from mnistbench.train.needs import exists
 

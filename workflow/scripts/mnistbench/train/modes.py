@@ -3,7 +3,7 @@
 The contract of a mode, written here only (tests/test_modes.py holds every registered mode to it,
 through the train job's own builder and evaluation):
 
-    mode = implementation(name)(spec, state, device, batch_size, models_at_once)   # runner.build
+    mode = ladder.implementation(name)(spec, state, device, batch_size, models_at_once)   # runner.build
     mode.setup(item)       # one-off cost (compile, graph capture, build), timed apart; never trains
     for item in mode.epoch(data, perm):
         mode.step(item)    # None for one training step, or the int count of the steps it did
@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mnistbench.config import catalog, devices, networks
+from mnistbench.config import devices, networks
 from mnistbench.train import nets
 from mnistbench.train.needs import Unsupported
 from mnistbench.train.stacked import Stacked
@@ -586,14 +586,3 @@ class Numpy(Mode):
             g = self.g[k]
             g *= self.lr
             v -= g
-
-
-def implementation(name: str) -> type[Mode]:
-    """The class of a registered mode (catalog.MODES[name].cls): here, or in native.py for the
-    modes whose step is a hand-written kernel."""
-    cls = catalog.MODES[name].cls
-    if cls in globals():
-        return globals()[cls]
-    from mnistbench.train import native
-
-    return getattr(native, cls)

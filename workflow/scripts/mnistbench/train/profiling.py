@@ -36,7 +36,7 @@ from mnistbench.config import devices
 from mnistbench.config.networks import build
 from mnistbench.data.preload import load_tensors
 from mnistbench.train import runner
-from mnistbench.train.modes import implementation
+from mnistbench.train.ladder import implementation
 from mnistbench.train.needs import exists
 from mnistbench.train.records import PHASES, PROFILE_COLUMNS
 

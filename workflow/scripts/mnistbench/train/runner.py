@@ -11,7 +11,8 @@ import torch
 from mnistbench.config import devices, networks
 from mnistbench.measure.timing import wall
 from mnistbench.train import environment, memory, nets
-from mnistbench.train.modes import Unsupported, implementation
+from mnistbench.train.ladder import implementation
+from mnistbench.train.modes import Unsupported
 from mnistbench.train.needs import why_not
 
 

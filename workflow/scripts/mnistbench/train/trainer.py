@@ -22,7 +22,8 @@ from mnistbench.config.catalog import MODES
 from mnistbench.data.preload import load_tensors
 from mnistbench.measure import quality, slowed, timing
 from mnistbench.train import environment, memory, nets, records, runner
-from mnistbench.train.modes import Unsupported, implementation
+from mnistbench.train.ladder import implementation
+from mnistbench.train.modes import Unsupported
 from mnistbench.train.native import nonzero_share
 from mnistbench.train.needs import FIXES, lacking, why_not
 
