@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, make_tensors
+from mnistbench import BenchError
 from mnistbench.train import memory, trainer
 
 
@@ -37,6 +38,8 @@ def test_a_run_that_cannot_fit_is_an_unsupported_row_and_a_smaller_one_trains(te
     s = trainer.networks.build(cfg, "mlp-256")
     assert memory.too_big(cfg, s, "module", "cpu", 8, 1) is None
     assert "x 8 copies" in memory.too_big(cfg, s, "module", "cpu", 8, 8)
+    with pytest.raises(BenchError, match="MNISTBENCH_FREE_MEMORY='lots' is not an amount of memory: set it as 2G"):
+        memory.parse_bytes("lots")
 
 
 def cgroup_of_its_own(limit: int) -> Path:

@@ -44,8 +44,13 @@ class ModeInfo:
     # why not (the grid leaves its K > 1 combinations out, with that reason, in left_out.csv).
     one_at_a_time: str = "it trains one network per step"
     # Whether it computes with denormal numbers flushed to zero whatever torch's setting (its own C
-    # code sets the cpu's flush state for each call: see FLUSHES). The others compute as torch
-    # does: with denormals, unless torch.set_flush_denormal(True) was called in the thread.
+    # code sets the cpu's flush state for each call). Why the C modes do: per-sample SGD at a high
+    # learning rate saturates sigmoids until derivatives and updates fall below float32's smallest
+    # normal number (1.2e-38), and some cpus (Intel's) take a microcode assist of about 100 cycles
+    # for each operation on one, others none: flushed, a mode's speed does not depend on which
+    # (TensorFlow flushes by default). Only values below 1.2e-38 change; the modes still train the
+    # float32 function (tests/test_modes.py). The others compute as torch does: with denormals,
+    # unless torch.set_flush_denormal(True) was called in the thread.
     flushes: bool = False
     # Its look in every figure, its own: adding a mode changes no other mode's colour or marker.
     color: str = "#7f7f7f"
@@ -54,12 +59,6 @@ class ModeInfo:
 
 FAMILY_ONLY = "its forward and backward are written for the mlp-... family's linear layers and sigmoids"
 ONE_NETWORK_KERNEL = "its C kernel trains one network per call (K networks would be K calls: K separate runs)"
-# Why the C modes flush denormals: per-sample SGD at a high learning rate saturates sigmoids until
-# derivatives and updates fall below float32's smallest normal number (1.2e-38), and some cpus
-# (Intel's) take a microcode assist of about 100 cycles for each operation on one, others none:
-# flushed, a mode's speed does not depend on which (TensorFlow flushes by default). Only values
-# below 1.2e-38 change; the modes still train the float32 function (tests/test_modes.py).
-FLUSHES = True
 MODES = {
     "seed": ModeInfo("Seed", color="#1f77b4", marker="o", networks="family", why_networks=FAMILY_ONLY),
     "manual": ModeInfo(
@@ -108,7 +107,7 @@ MODES = {
         networks="family",
         why_networks=FAMILY_ONLY,
         one_at_a_time=ONE_NETWORK_KERNEL,
-        flushes=FLUSHES,
+        flushes=True,
     ),
     "sparse": ModeInfo(
         "Sparse",
@@ -119,7 +118,7 @@ MODES = {
         networks="family",
         why_networks=FAMILY_ONLY,
         one_at_a_time=ONE_NETWORK_KERNEL,
-        flushes=FLUSHES,
+        flushes=True,
     ),
     "persistent": ModeInfo(
         "Persistent",

@@ -482,7 +482,8 @@ def collect(tables: dict, cfg: dict) -> dict:
 
 def at_place(rows: list[dict], runs: pd.DataFrame, place) -> list[dict]:
     """The rows (of the runs set aside, of the repeats that disagree) of a place's machines."""
-    here = set(zip(runs.loc[runs["place"] == place, "machine"], runs.loc[runs["place"] == place, "device"]))
+    here = runs[runs["place"] == place]
+    here = set(zip(here["machine"], here["device"]))
     return [r for r in rows if (r.get("machine"), r.get("device")) in here]
 
 

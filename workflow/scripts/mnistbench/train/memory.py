@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import torch
 
+from mnistbench import BenchError
 from mnistbench.config import devices, networks
 from mnistbench.train import nets
 from mnistbench.train.modes import Unsupported
@@ -70,13 +71,13 @@ def estimate(s: networks.Spec, batch_size: int, k: int, n_train: int, n_test: in
 
 
 def parse_bytes(text: str) -> int:
-    """'2G', '500M', '1048576' as bytes; ValueError naming the variable otherwise."""
+    """'2G', '500M', '1048576' as bytes; BenchError (the job's one line) naming the variable otherwise."""
     t = text.strip().upper().removesuffix("B")
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
     try:
         return int(float(t.rstrip("KMGT")) * scale)
     except ValueError:
-        raise ValueError(f"{FREE_ENV}={text!r} is not an amount of memory (e.g. 2G, 500M, or bytes)") from None
+        raise BenchError(f"{FREE_ENV}={text!r} is not an amount of memory: set it as 2G, 500M or bytes") from None
 
 
 def _cgroup_free() -> int | None:
